@@ -1,0 +1,15 @@
+# System dependencies, all from Debian packages (scripts/setup.sh installs them).
+find_package(PkgConfig REQUIRED)
+find_package(Threads REQUIRED)
+find_package(yaml-cpp REQUIRED)
+find_package(nlohmann_json 3 REQUIRED)
+# msgpack-c is header-only (/usr/include); used without its Boost-based parts.
+add_library(omnirt_msgpack INTERFACE)
+target_compile_definitions(omnirt_msgpack INTERFACE MSGPACK_NO_BOOST MSGPACK_DEFAULT_API_VERSION=3)
+if(NOT OMNIRT_FUZZ)
+  find_package(CLI11 REQUIRED)
+  find_package(spdlog REQUIRED)
+endif()
+if(OMNIRT_TESTS AND NOT OMNIRT_FUZZ)
+  find_package(GTest REQUIRED)
+endif()

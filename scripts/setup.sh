@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Installs every Debian package omnirt needs to build, test and serve.
+# Idempotent and non-interactive: packages already present are skipped, and apt runs only when
+# something is missing. Run as root (or through sudo when it is available).
+set -euo pipefail
+
+packages=(
+  # toolchain
+  build-essential cmake ninja-build ccache pkg-config git clang-14 libclang-rt-14-dev
+  clang-format
+  # tests and benchmarks
+  libgtest-dev libgmock-dev libbenchmark-dev
+  # control plane and wire format
+  libzmq3-dev cppzmq-dev libmsgpack-cxx-dev
+  # config, CLI, logging
+  nlohmann-json3-dev libyaml-cpp-dev libcli11-dev libspdlog-dev
+  # HTTP / WebSocket, tokenizer regex, media
+  libboost1.74-dev libpcre2-dev libsndfile1-dev libsoxr-dev
+  # relay data plane and model compute
+  libucx-dev libtorch-dev libgloo-dev libopenblas0-pthread
+  # end-to-end tests
+  curl
+)
+# Node.js drives the end-to-end and tokenizer-oracle tests; a machine that already has node and
+# npm (from any source) keeps them, otherwise Debian's are installed.
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  packages+=(nodejs npm)
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+sudo_cmd=()
+if [ "$(id -u)" -ne 0 ]; then sudo_cmd=(sudo); fi
+
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  "${sudo_cmd[@]}" apt-get update -qq
+  "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# libtorch dispatches BLAS through the alternatives system: pin the pthread OpenBLAS build.
+blas=/usr/lib/x86_64-linux-gnu/openblas-pthread/libblas.so.3
+if [ -e "$blas" ] && command -v update-alternatives >/dev/null; then
+  current=$(update-alternatives --query libblas.so.3-x86_64-linux-gnu 2>/dev/null | awk '/^Value:/ {print $2}')
+  if [ "$current" != "$blas" ]; then
+    "${sudo_cmd[@]}" update-alternatives --set libblas.so.3-x86_64-linux-gnu "$blas"
+  fi
+  lapack=/usr/lib/x86_64-linux-gnu/openblas-pthread/liblapack.so.3
+  current=$(update-alternatives --query liblapack.so.3-x86_64-linux-gnu 2>/dev/null | awk '/^Value:/ {print $2}')
+  if [ -e "$lapack" ] && [ "$current" != "$lapack" ]; then
+    "${sudo_cmd[@]}" update-alternatives --set liblapack.so.3-x86_64-linux-gnu "$lapack"
+  fi
+fi
+echo "setup: all packages present"

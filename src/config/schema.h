@@ -1,0 +1,117 @@
+#pragma once
+// The declarative pipeline config (config.md): PipelineConfig, StageConfig, RelayConfig and
+// EndpointsConfig with every field and default of the spec, plus the few fields omnirt adds
+// (documented in docs/config.md). Loaded from YAML or JSON by config/load.h, checked by
+// config/validate.h, turned into a process plan by config/runtime_prep.h.
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/value.h"
+
+namespace omnirt::config {
+
+inline constexpr double kDefaultSlotSizeMb = 16.0;
+inline constexpr std::int64_t kDefaultCredits = 8;
+inline constexpr double kDefaultFanInTimeoutS = 60.0;
+inline constexpr int kDefaultTcpBasePort = 17000;
+
+// Where a config value came from: a file position ("pipeline.yaml:12:5") or a command-line
+// override ("--set stages.thinker.gpu=1").
+struct SourceLocation {
+    std::string source;  // file path, or "--set <path>=<value>"
+    int line = 0;        // 1-based; 0 when the source has no lines
+    int column = 0;      // 1-based; 0 when unknown
+    [[nodiscard]] std::string to_string() const;
+};
+
+// Per-stage relay override. Unset fields are derived by runtime prep.
+struct RelayConfig {
+    std::optional<double> slot_size_mb;  // size of one pre-registered slot
+    std::optional<std::int64_t> credits;  // slots a sender may have in flight
+    std::optional<std::int64_t> rank;     // rank in the relay world (gloo / nccl)
+    std::optional<std::int64_t> world_size;
+    std::optional<std::string> device;  // "cpu" or "cuda:N"
+};
+
+struct StageConfig {
+    std::string name;
+    std::string factory;
+    Map factory_args;
+    std::vector<std::string> next;  // empty: no static downstream
+    bool terminal = false;
+    std::optional<std::string> route_fn;
+    std::vector<int> gpu;     // empty: CPU placement
+    bool gpu_is_list = false;  // `gpu: [..]` (TP form) rather than `gpu: N`
+    int tp_size = 1;
+    std::optional<std::string> process;
+    std::vector<std::string> wait_for;
+    std::optional<std::string> wait_for_fn;
+    std::optional<std::string> merge_fn;
+    std::vector<std::string> stream_to;
+    std::optional<std::string> stream_done_to_fn;
+    std::map<std::string, std::string> project_payload;
+    std::optional<RelayConfig> relay;
+    // omnirt additions:
+    std::optional<double> gpu_memory_fraction;  // budget on its GPU, (0, 1]
+    double fan_in_timeout_s = kDefaultFanInTimeoutS;  // AggregatedInput gives up after this
+
+    // Where the stage and each of its fields were written ("next" -> location).
+    SourceLocation location;
+    std::map<std::string, SourceLocation> field_locations;
+
+    [[nodiscard]] bool on_gpu() const { return !gpu.empty(); }
+    [[nodiscard]] bool is_tp() const { return tp_size > 1; }
+    // The location of `field`, or of the stage when the field was not written.
+    [[nodiscard]] const SourceLocation& location_of(const std::string& field) const;
+};
+
+enum class EndpointScheme { ipc, tcp };
+
+struct EndpointsConfig {
+    EndpointScheme scheme = EndpointScheme::ipc;
+    // ipc: directory for the per-instance runtime directory (default $XDG_RUNTIME_DIR or /tmp).
+    std::optional<std::string> base_path;
+    // tcp: host the sockets bind and connect to, and the first port of the allocation.
+    std::string host = "127.0.0.1";
+    int base_port = kDefaultTcpBasePort;
+};
+
+struct PipelineConfig {
+    std::string model_path;
+    std::vector<StageConfig> stages;
+    std::optional<std::string> name;
+    std::optional<std::string> entry_stage;
+    std::string relay_backend = "shm";
+    std::vector<std::vector<std::string>> fused_stages;
+    std::map<std::string, Map> runtime_overrides;
+    std::map<std::string, std::string> env_defaults;
+    EndpointsConfig endpoints;
+    std::optional<std::string> terminal_stages_fn;
+    std::optional<std::string> config_cls;
+    // omnirt additions:
+    std::vector<std::string> plugins;  // shared libraries that register functions (absolute)
+    double gpu_memory_limit = 1.0;     // share of each GPU the pipeline may budget, (0, 1]
+
+    std::string source;  // file the config was read from ("<string>" for text)
+    SourceLocation location;
+    std::map<std::string, SourceLocation> field_locations;
+
+    // Derived values (config.md): computed from the stages, never stored.
+    [[nodiscard]] std::string resolved_name() const { return name.value_or(model_path); }
+    [[nodiscard]] std::string resolved_entry_stage() const;
+    [[nodiscard]] std::vector<std::string> terminal_stages() const;
+    // stage name -> GPU ids (one id, or the TP list), for stages with `gpu` set.
+    [[nodiscard]] std::map<std::string, std::vector<int>> gpu_placement() const;
+    [[nodiscard]] const StageConfig* find_stage(const std::string& stage_name) const;
+    [[nodiscard]] const SourceLocation& location_of(const std::string& field) const;
+};
+
+// Relay backends the config accepts. shm, ucx and gloo are built here; nccl needs a CUDA
+// build of libtorch; nixl and mooncake are not available from our package sources (the relay
+// registry says so when they are asked for).
+[[nodiscard]] const std::vector<std::string>& known_relay_backends();
+
+}  // namespace omnirt::config
