@@ -1,0 +1,121 @@
+#pragma once
+// The resolved plan runtime prep derives from a validated PipelineConfig: which OS processes
+// exist and which stages each hosts, every stage's control endpoint and relay settings, the
+// normal and stream edges with their fast paths, merged factory arguments. The runner starts
+// child processes from this plan; children never re-read the config file.
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "config/schema.h"
+#include "core/registry.h"
+
+namespace omnirt::config {
+
+struct ResolvedRelay {
+    std::string backend;
+    std::string device;  // "cpu" or "cuda:N"
+    double slot_size_mb = kDefaultSlotSizeMb;
+    std::int64_t credits = kDefaultCredits;
+    std::int64_t rank = 0;        // this stage's process in the relay world
+    std::int64_t world_size = 1;  // processes that do external IO (non-TP + TP rank 0)
+};
+
+struct TpRank {
+    std::string stage;
+    int rank = 0;
+    int size = 1;
+    // Rendezvous of the stage's process group: "file://<runtime_dir>/tp-<stage>.store" for ipc
+    // endpoints, "tcp://host:port" (a port of its own) for tcp.
+    std::string rendezvous;
+};
+
+struct ProcessPlan {
+    std::string name;
+    std::vector<std::string> stages;  // in config order
+    std::optional<int> gpu;           // the one GPU its stages use, if any
+    std::optional<TpRank> tp;         // set for the per-rank processes of a TP stage
+    std::int64_t relay_rank = -1;     // -1 for TP follower ranks (no external IO)
+};
+
+enum class EdgeKind { normal, stream };
+
+struct Edge {
+    std::string from;
+    std::string to;
+    EdgeKind kind = EdgeKind::normal;
+    bool same_process = false;  // LOCAL_OBJECT dispatch possible
+    bool same_gpu = false;      // different processes on the same primary GPU (stream IPC path)
+};
+
+struct StagePlan {
+    std::string name;
+    std::string factory;
+    Map factory_args;  // factory_args + runtime_overrides + injected model_path / gpu_id
+    std::string process;                 // the process doing its external IO (TP: rank 0)
+    std::vector<std::string> processes;  // every process of the stage (TP: one per rank)
+    std::vector<int> gpu;
+    int tp_size = 1;
+    std::string endpoint;  // control-plane PULL endpoint
+    ResolvedRelay relay;
+
+    std::vector<std::string> next;
+    bool terminal = false;
+    std::optional<std::string> route_fn;
+    std::vector<std::string> wait_for;
+    std::optional<std::string> wait_for_fn;
+    std::optional<std::string> merge_fn;
+    std::vector<std::string> stream_to;
+    std::optional<std::string> stream_done_to_fn;
+    std::map<std::string, std::string> project_payload;
+    double fan_in_timeout_s = kDefaultFanInTimeoutS;
+
+    // Derived from next / stream_to and placement.
+    std::vector<std::string> local_targets;            // next targets in the same process
+    std::vector<std::string> local_stream_targets;     // stream targets in the same process
+    std::vector<std::string> same_gpu_stream_targets;  // other process, same primary GPU
+    std::vector<std::string> stream_sources;           // stages that stream into this one
+};
+
+struct RuntimePlan {
+    std::string name;
+    std::string model_path;
+    std::string relay_backend;
+    std::string entry_stage;
+    std::vector<std::string> terminal_stages;
+    std::optional<std::string> terminal_stages_fn;
+
+    EndpointScheme scheme = EndpointScheme::ipc;
+    std::string runtime_dir;           // private per-instance directory (ipc sockets, stores)
+    std::string coordinator_endpoint;  // coordinator PULL: completions and streams
+    std::string abort_endpoint;        // coordinator PUB: abort broadcasts
+
+    std::vector<StagePlan> stages;  // config order
+    std::vector<ProcessPlan> processes;
+    std::vector<Edge> edges;
+    std::map<std::string, std::string> env_defaults;
+    std::vector<std::string> plugins;
+
+    [[nodiscard]] const StagePlan* find_stage(const std::string& name) const;
+    [[nodiscard]] const ProcessPlan* find_process(const std::string& name) const;
+};
+
+struct PrepOptions {
+    // The instance's runtime directory. Empty: a preview path under the endpoints' base path
+    // (nothing is created; the runner creates the real one with RuntimeDirectory).
+    std::string runtime_dir;
+    const Registry* registry = nullptr;  // for injectable args; null = Registry::global()
+};
+
+// Builds the plan of a config that passed validation. Fails only for conditions validation
+// cannot know (an ipc path too long for a Unix socket, tcp ports past 65535).
+[[nodiscard]] Result<RuntimePlan> prepare_runtime(const PipelineConfig& config,
+                                                  const PrepOptions& options = {});
+
+// Where instance runtime directories go: endpoints.base_path, else $XDG_RUNTIME_DIR when it
+// exists, else /tmp.
+[[nodiscard]] std::string runtime_base_path(const EndpointsConfig& endpoints);
+
+}  // namespace omnirt::config

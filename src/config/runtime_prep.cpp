@@ -1,0 +1,238 @@
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+
+#include "config/process_groups.h"
+#include "config/runtime_plan.h"
+
+namespace omnirt::config {
+namespace {
+
+bool contains(const std::vector<std::string>& list, const std::string& item) {
+    return std::find(list.begin(), list.end(), item) != list.end();
+}
+
+// Deep merge: maps merge key by key, anything else in `overrides` replaces the base value.
+void merge_into(Map& base, const Map& overrides) {
+    for (const auto& [key, value] : overrides) {
+        auto it = base.find(key);
+        if (it != base.end() && it->second.is_map() && value.is_map()) {
+            merge_into(it->second.as_map(), value.as_map());
+        } else {
+            base[key] = value;
+        }
+    }
+}
+
+class EndpointAllocator {
+public:
+    EndpointAllocator(const EndpointsConfig& endpoints, std::string runtime_dir)
+        : endpoints_(endpoints), runtime_dir_(std::move(runtime_dir)),
+          next_port_(endpoints.base_port) {}
+
+    // `name` for ipc socket files; `fallback` when the path would not fit a Unix socket.
+    Result<std::string> socket(const std::string& name, const std::string& fallback) {
+        if (endpoints_.scheme == EndpointScheme::tcp) return tcp();
+        for (const std::string& candidate : {name, fallback}) {
+            std::string path = runtime_dir_ + "/" + candidate + ".sock";
+            if (path.size() < sizeof(sockaddr_un{}.sun_path)) return "ipc://" + path;
+        }
+        return fail(ErrorCode::invalid_argument,
+                    "runtime directory '" + runtime_dir_ +
+                        "' is too long for Unix socket paths; set endpoints.base_path to a "
+                        "shorter directory");
+    }
+
+    Result<std::string> rendezvous(const std::string& stage) {
+        if (endpoints_.scheme == EndpointScheme::tcp) return tcp();
+        return "file://" + runtime_dir_ + "/tp-" + stage + ".store";
+    }
+
+private:
+    Result<std::string> tcp() {
+        if (next_port_ > 65535) {
+            return fail(ErrorCode::out_of_range,
+                        "endpoints.base_port " + std::to_string(endpoints_.base_port) +
+                            " leaves too few ports for this pipeline");
+        }
+        return "tcp://" + endpoints_.host + ":" + std::to_string(next_port_++);
+    }
+
+    const EndpointsConfig& endpoints_;
+    std::string runtime_dir_;
+    int next_port_;
+};
+
+std::string relay_device(const StageConfig& stage, const std::string& backend) {
+    if (stage.relay && stage.relay->device) return *stage.relay->device;
+    // shm copies through host shared memory, so its buffers stay on the CPU.
+    if (backend == "shm" || !stage.on_gpu()) return "cpu";
+    return "cuda:" + std::to_string(stage.gpu.front());
+}
+
+Map factory_args_for(const PipelineConfig& config, const StageConfig& stage,
+                     const Registry& registry) {
+    Map args = stage.factory_args;
+    if (auto it = config.runtime_overrides.find(stage.name); it != config.runtime_overrides.end()) {
+        merge_into(args, it->second);
+    }
+    auto entry = registry.find(FunctionKind::factory, stage.factory);
+    if (entry) {
+        const auto& accepts = entry->injectable_args;
+        if (contains(accepts, "model_path") && !args.contains("model_path")) {
+            args["model_path"] = config.model_path;
+        }
+        if (contains(accepts, "gpu_id") && !args.contains("gpu_id") && stage.on_gpu()) {
+            args["gpu_id"] = stage.gpu.front();
+        }
+    }
+    return args;
+}
+
+}  // namespace
+
+const StagePlan* RuntimePlan::find_stage(const std::string& stage_name) const {
+    for (const auto& stage : stages) {
+        if (stage.name == stage_name) return &stage;
+    }
+    return nullptr;
+}
+
+const ProcessPlan* RuntimePlan::find_process(const std::string& process_name) const {
+    for (const auto& process : processes) {
+        if (process.name == process_name) return &process;
+    }
+    return nullptr;
+}
+
+std::string runtime_base_path(const EndpointsConfig& endpoints) {
+    if (endpoints.base_path) return *endpoints.base_path;
+    const char* xdg = std::getenv("XDG_RUNTIME_DIR");
+    std::error_code ec;
+    if (xdg != nullptr && *xdg != '\0' && std::filesystem::is_directory(xdg, ec)) return xdg;
+    return "/tmp";
+}
+
+Result<RuntimePlan> prepare_runtime(const PipelineConfig& config, const PrepOptions& options) {
+    const Registry& registry = options.registry ? *options.registry : Registry::global();
+    RuntimePlan plan;
+    plan.name = config.resolved_name();
+    plan.model_path = config.model_path;
+    plan.relay_backend = config.relay_backend;
+    plan.entry_stage = config.resolved_entry_stage();
+    plan.terminal_stages = config.terminal_stages();
+    plan.terminal_stages_fn = config.terminal_stages_fn;
+    plan.scheme = config.endpoints.scheme;
+    plan.runtime_dir = options.runtime_dir.empty()
+                           ? runtime_base_path(config.endpoints) + "/omnirt-XXXXXX"
+                           : options.runtime_dir;
+    plan.env_defaults = config.env_defaults;
+    plan.plugins = config.plugins;
+
+    EndpointAllocator endpoints(config.endpoints, plan.runtime_dir);
+    OMNI_TRY(plan.coordinator_endpoint, endpoints.socket("coordinator", "c"));
+    OMNI_TRY(plan.abort_endpoint, endpoints.socket("abort", "a"));
+
+    // Processes, in order of their first stage.
+    const auto groups = process_group_of_stages(config);
+    auto process_index = [&](const std::string& name) -> ProcessPlan& {
+        for (auto& process : plan.processes) {
+            if (process.name == name) return process;
+        }
+        plan.processes.push_back(ProcessPlan{.name = name});
+        return plan.processes.back();
+    };
+    for (std::size_t i = 0; i < config.stages.size(); ++i) {
+        const StageConfig& stage = config.stages[i];
+        StagePlan sp{.name = stage.name,
+                     .factory = stage.factory,
+                     .factory_args = factory_args_for(config, stage, registry),
+                     .gpu = stage.gpu,
+                     .tp_size = stage.tp_size,
+                     .next = stage.next,
+                     .terminal = stage.terminal,
+                     .route_fn = stage.route_fn,
+                     .wait_for = stage.wait_for,
+                     .wait_for_fn = stage.wait_for_fn,
+                     .merge_fn = stage.merge_fn,
+                     .stream_to = stage.stream_to,
+                     .stream_done_to_fn = stage.stream_done_to_fn,
+                     .project_payload = stage.project_payload,
+                     .fan_in_timeout_s = stage.fan_in_timeout_s};
+        OMNI_TRY(sp.endpoint, endpoints.socket("stage-" + stage.name, "s" + std::to_string(i)));
+        if (stage.is_tp()) {
+            std::vector<std::string> names = tp_process_names(stage);
+            OMNI_TRY(std::string rendezvous, endpoints.rendezvous(stage.name));
+            for (int rank = 0; rank < stage.tp_size; ++rank) {
+                ProcessPlan& process = process_index(names[rank]);
+                process.stages.push_back(stage.name);
+                if (stage.on_gpu()) process.gpu = stage.gpu[rank];
+                process.tp = TpRank{.stage = stage.name,
+                                    .rank = rank,
+                                    .size = stage.tp_size,
+                                    .rendezvous = rendezvous};
+            }
+            sp.process = names.front();
+            sp.processes = std::move(names);
+        } else {
+            auto group = groups.find(stage.name);
+            sp.process = group != groups.end() ? group->second : stage.name;
+            ProcessPlan& process = process_index(sp.process);
+            process.stages.push_back(stage.name);
+            if (stage.on_gpu()) process.gpu = stage.gpu.front();
+            sp.processes = {sp.process};
+        }
+        plan.stages.push_back(std::move(sp));
+    }
+
+    // Relay world: one rank per process that does external IO.
+    std::int64_t world = 0;
+    for (auto& process : plan.processes) {
+        if (!process.tp || process.tp->rank == 0) process.relay_rank = world++;
+    }
+    for (std::size_t i = 0; i < config.stages.size(); ++i) {
+        const StageConfig& stage = config.stages[i];
+        StagePlan& sp = plan.stages[i];
+        const RelayConfig relay = stage.relay.value_or(RelayConfig{});
+        sp.relay = ResolvedRelay{
+            .backend = config.relay_backend,
+            .device = relay_device(stage, config.relay_backend),
+            .slot_size_mb = relay.slot_size_mb.value_or(kDefaultSlotSizeMb),
+            .credits = relay.credits.value_or(kDefaultCredits),
+            .rank = relay.rank.value_or(plan.find_process(sp.process)->relay_rank),
+            .world_size = relay.world_size.value_or(world),
+        };
+    }
+
+    // Edges and their fast paths.
+    for (StagePlan& from : plan.stages) {
+        for (const auto& [targets, kind] :
+             {std::pair{&from.next, EdgeKind::normal}, std::pair{&from.stream_to, EdgeKind::stream}}) {
+            for (const std::string& target : *targets) {
+                StagePlan* to = nullptr;
+                for (auto& candidate : plan.stages) {
+                    if (candidate.name == target) to = &candidate;
+                }
+                if (to == nullptr) continue;  // validation reports unknown targets
+                Edge edge{.from = from.name, .to = target, .kind = kind};
+                edge.same_process = from.tp_size == 1 && to->tp_size == 1 && from.process == to->process;
+                edge.same_gpu = !edge.same_process && !from.gpu.empty() && !to->gpu.empty() &&
+                                from.gpu.front() == to->gpu.front();
+                if (kind == EdgeKind::normal) {
+                    if (edge.same_process) from.local_targets.push_back(target);
+                } else {
+                    to->stream_sources.push_back(from.name);
+                    if (edge.same_process) from.local_stream_targets.push_back(target);
+                    if (edge.same_gpu) from.same_gpu_stream_targets.push_back(target);
+                }
+                plan.edges.push_back(std::move(edge));
+            }
+        }
+    }
+    return plan;
+}
+
+}  // namespace omnirt::config
