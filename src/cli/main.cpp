@@ -1,2 +1,21 @@
-#include <cstdio>
-int main() { return 0; }
+// The omnirt command line: one binary for every role (CLI tools, server, stage processes).
+#include <CLI/CLI.hpp>
+#include <iostream>
+
+#include "cli/config_command.h"
+
+int main(int argc, char** argv) {
+    CLI::App app{"omnirt: a serving runtime for omni models", "omnirt"};
+    app.set_version_flag("--version", std::string("omnirt 0.1.0"));
+    app.require_subcommand(1);
+    int exit_code = 0;
+    omnirt::cli::add_config_command(app, exit_code);
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError& error) {
+        int code = app.exit(error);
+        // CLI11 uses 0 for --help / --version; any usage error exits 2.
+        return code == 0 ? 0 : 2;
+    }
+    return exit_code;
+}
