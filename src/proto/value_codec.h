@@ -16,6 +16,13 @@
 //    reports the placeholders with their paths.
 // A decoder accepts only the tensor encoding it was asked for.
 //
+// Decode errors say what was wrong and where: "map nested deeper than 64 levels at byte offset
+// 64", "duplicate map key 'x' at byte offset 5". The offset points at a byte of the offending
+// item (its first byte when its header is one byte). Codes: data_loss for bytes that are not one
+// complete msgpack value (truncated, trailing bytes, reserved type byte), out_of_range for
+// exceeded limits and integers outside int64, invalid_argument for valid msgpack that breaks
+// the rules above (non-string or duplicate keys, malformed tensors, wrong ext types).
+//
 // Thread safety: all functions are pure; call them from any thread.
 #include <cstdint>
 #include <span>

@@ -310,12 +310,6 @@ bool TreeBuilder::start_container(std::uint32_t elements, bool is_map) {
         return fail(ErrorCode::out_of_range, std::string(kind) + " nested deeper than " +
                                                  std::to_string(limits_.max_depth) + " levels");
     }
-    if (elements > limits_.max_container_elements) {
-        return fail(ErrorCode::out_of_range,
-                    std::string(kind) + " of " + std::to_string(elements) +
-                        (is_map ? " entries" : " elements") + " exceeds the limit of " +
-                        std::to_string(limits_.max_container_elements));
-    }
     // Each element needs at least one byte (a map entry two): a count the rest of the input
     // cannot hold means truncated or corrupt input, found before allocating anything.
     const std::uint64_t needed = static_cast<std::uint64_t>(elements) * (is_map ? 2 : 1);
@@ -325,6 +319,12 @@ bool TreeBuilder::start_container(std::uint32_t elements, bool is_map) {
                     "truncated input: " + std::string(kind) + " declares " +
                         std::to_string(elements) + (is_map ? " entries" : " elements") +
                         " but at most " + std::to_string(remaining) + " bytes remain");
+    }
+    if (elements > limits_.max_container_elements) {
+        return fail(ErrorCode::out_of_range,
+                    std::string(kind) + " of " + std::to_string(elements) +
+                        (is_map ? " entries" : " elements") + " exceeds the limit of " +
+                        std::to_string(limits_.max_container_elements));
     }
     Frame frame;
     if (is_map) {
@@ -352,9 +352,9 @@ bool TreeBuilder::end_container() {
 Error TreeBuilder::finish_error(bool parsed, std::size_t stop_offset) const {
     auto at = [](std::size_t offset) { return " at byte offset " + std::to_string(offset); };
     if (error_.has_value()) {
-        // The parser stops just past the item the visitor refused.
-        std::size_t offset = error_offset_ != kNoOffset ? error_offset_
-                                                        : (stop_offset > 0 ? stop_offset - 1 : 0);
+        // msgpack-c (v3 API) stops on the last byte of the item's header (or of a fixed-size
+        // item), so the offset always points inside the offending item.
+        std::size_t offset = error_offset_ != kNoOffset ? error_offset_ : stop_offset;
         return Error{error_->code, error_->message + at(offset)};
     }
     if (bad_type_offset_ != kNoOffset) {

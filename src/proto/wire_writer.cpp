@@ -100,7 +100,17 @@ void WireWriter::boolean(bool flag) {
 
 void WireWriter::nil() { OMNI_PACK(pack_nil()); }
 
-void WireWriter::float64(double number) { OMNI_PACK(pack_double(number)); }
+void WireWriter::float64(double number) {
+    // Not packer::pack_double: msgpack-c 4 writes integral doubles as ints, which would turn
+    // 1.0 into 1 (and -0.0 into 0) on the other side.
+    std::uint64_t bits;
+    std::memcpy(&bits, &number, sizeof bits);
+    std::array<std::uint8_t, 9> encoded{0xcb};
+    for (int byte = 0; byte < 8; ++byte) {
+        encoded[1 + byte] = static_cast<std::uint8_t>(bits >> (8 * (7 - byte)));
+    }
+    write(encoded.data(), encoded.size());
+}
 
 void WireWriter::ext_header(std::uint32_t size, std::int8_t type) {
     OMNI_PACK(pack_ext(size, type));
