@@ -13,6 +13,7 @@ function(omnirt_test name)
   add_executable(${name} ${ARG_SOURCES})
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gtest_main GTest::gmock)
   target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/tests)
-  gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 300 LABELS "${ARG_LABELS}"
-                       ENVIRONMENT "OMNIRT_SOURCE_DIR=${PROJECT_SOURCE_DIR};OMNIRT_BINARY_DIR=${PROJECT_BINARY_DIR}")
+  target_compile_definitions(${name} PRIVATE OMNIRT_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
+                                             OMNIRT_BINARY_DIR="${PROJECT_BINARY_DIR}")
+  gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 300 LABELS "${ARG_LABELS}")
 endfunction()
