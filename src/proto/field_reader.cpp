@@ -1,9 +1,12 @@
 #include "proto/field_reader.h"
 
-// The reader moves strings and bytes out of a map it holds by non-const reference; Value offers
-// only const typed accessors, so the const_casts below act on objects that are not const.
-
 namespace omnirt::proto::detail {
+
+Error type_error(std::string_view where, std::string_view expected, NodeKind got) {
+    return Error{ErrorCode::invalid_argument, std::string(where) + ": expected " +
+                                                  std::string(expected) + ", got " +
+                                                  std::string(kind_name(got))};
+}
 
 std::string FieldReader::where(std::string_view name) const {
     std::string out(context_);
@@ -17,56 +20,59 @@ std::string FieldReader::where(std::string_view name) const {
     return out;
 }
 
-Error element_type_error(std::string_view where, std::string_view expected, const Value& got) {
-    return Error{ErrorCode::invalid_argument, std::string(where) + ": expected " +
-                                                  std::string(expected) + ", got " +
-                                                  std::string(to_string(got.kind()))};
+std::uint32_t FieldReader::find(std::string_view name) const {
+    const Node& map = dom_.at(map_);
+    std::uint32_t key = map_ + 1;
+    for (std::uint32_t k = 0; k < map.count; ++k, key = dom_.skip(key + 1)) {
+        if (dom_.text(dom_.at(key)) == name) return key + 1;
+    }
+    return kNoNode;
 }
 
-Error FieldReader::type_error(std::string_view name, std::string_view expected,
-                              const Value& got) const {
-    return element_type_error(where(name), expected, got);
+Result<std::uint32_t> FieldReader::require(std::string_view name, NodeKind kind,
+                                           std::string_view expected) const {
+    const std::uint32_t node = find(name);
+    if (node == kNoNode) {
+        return fail(ErrorCode::invalid_argument,
+                    where(name) + ": missing field (expected " + std::string(expected) + ")");
+    }
+    if (dom_.at(node).kind != kind) return fail(type_error(where(name), expected, dom_.at(node).kind));
+    return node;
 }
 
-Error FieldReader::missing(std::string_view name, std::string_view expected) const {
-    return Error{ErrorCode::invalid_argument,
-                 where(name) + ": missing field (expected " + std::string(expected) + ")"};
+Result<std::string> FieldReader::string(std::string_view name) const {
+    OMNI_TRY(std::uint32_t node, require(name, NodeKind::string, "string"));
+    return std::string(dom_.text(dom_.at(node)));
 }
 
-Value* FieldReader::find(std::string_view name) {
-    auto it = map_.find(name);
-    return it == map_.end() ? nullptr : &it->second;
+Result<std::optional<std::string>> FieldReader::optional_string(std::string_view name) const {
+    const std::uint32_t node = find(name);
+    if (node == kNoNode || dom_.at(node).kind == NodeKind::null) {
+        return std::optional<std::string>();
+    }
+    if (dom_.at(node).kind != NodeKind::string) {
+        return fail(type_error(where(name), "string", dom_.at(node).kind));
+    }
+    return std::optional<std::string>(std::string(dom_.text(dom_.at(node))));
 }
 
-Result<std::string> FieldReader::string(std::string_view name) {
-    Value* value = find(name);
-    if (value == nullptr) return fail(missing(name, "string"));
-    if (!value->is_string()) return fail(type_error(name, "string", *value));
-    return std::move(const_cast<std::string&>(*value->if_string()));
+Result<std::int64_t> FieldReader::integer(std::string_view name) const {
+    OMNI_TRY(std::uint32_t node, require(name, NodeKind::integer, "int"));
+    return dom_.at(node).number.integer;
 }
 
-Result<std::optional<std::string>> FieldReader::optional_string(std::string_view name) {
-    Value* value = find(name);
-    if (value == nullptr || value->is_null()) return std::optional<std::string>();
-    if (!value->is_string()) return fail(type_error(name, "string", *value));
-    return std::optional<std::string>(std::move(const_cast<std::string&>(*value->if_string())));
+Result<std::optional<std::int64_t>> FieldReader::optional_integer(std::string_view name) const {
+    const std::uint32_t node = find(name);
+    if (node == kNoNode || dom_.at(node).kind == NodeKind::null) {
+        return std::optional<std::int64_t>();
+    }
+    if (dom_.at(node).kind != NodeKind::integer) {
+        return fail(type_error(where(name), "int", dom_.at(node).kind));
+    }
+    return std::optional<std::int64_t>(dom_.at(node).number.integer);
 }
 
-Result<std::int64_t> FieldReader::integer(std::string_view name) {
-    Value* value = find(name);
-    if (value == nullptr) return fail(missing(name, "int"));
-    if (!value->is_int()) return fail(type_error(name, "int", *value));
-    return *value->if_int();
-}
-
-Result<std::optional<std::int64_t>> FieldReader::optional_integer(std::string_view name) {
-    Value* value = find(name);
-    if (value == nullptr || value->is_null()) return std::optional<std::int64_t>();
-    if (!value->is_int()) return fail(type_error(name, "int", *value));
-    return std::optional<std::int64_t>(*value->if_int());
-}
-
-Result<std::uint64_t> FieldReader::non_negative(std::string_view name) {
+Result<std::uint64_t> FieldReader::non_negative(std::string_view name) const {
     OMNI_TRY(std::int64_t number, integer(name));
     if (number < 0) {
         return fail(ErrorCode::invalid_argument,
@@ -75,45 +81,39 @@ Result<std::uint64_t> FieldReader::non_negative(std::string_view name) {
     return static_cast<std::uint64_t>(number);
 }
 
-Result<bool> FieldReader::boolean(std::string_view name) {
-    Value* value = find(name);
-    if (value == nullptr) return fail(missing(name, "bool"));
-    if (!value->is_bool()) return fail(type_error(name, "bool", *value));
-    return *value->if_bool();
+Result<bool> FieldReader::boolean(std::string_view name) const {
+    OMNI_TRY(std::uint32_t node, require(name, NodeKind::boolean, "bool"));
+    return dom_.at(node).boolean;
 }
 
-Result<std::vector<std::uint8_t>> FieldReader::bytes(std::string_view name) {
-    Value* value = find(name);
-    if (value == nullptr) return fail(missing(name, "bytes"));
-    if (!value->is_bytes()) return fail(type_error(name, "bytes", *value));
-    return std::move(const_cast<Bytes*>(value->if_bytes())->data);
+Result<std::vector<std::uint8_t>> FieldReader::bytes(std::string_view name) const {
+    OMNI_TRY(std::uint32_t node, require(name, NodeKind::bytes, "bytes"));
+    auto body = dom_.body(dom_.at(node));
+    return std::vector<std::uint8_t>(body.begin(), body.end());
 }
 
-Value FieldReader::any(std::string_view name) {
-    Value* value = find(name);
-    if (value == nullptr) return Value();
-    return std::move(*value);
+Result<Value> FieldReader::any(std::string_view name, PlaceholderBinder* binder,
+                               std::span<const PathStep> prefix) const {
+    const std::uint32_t node = find(name);
+    if (node == kNoNode) return Value();
+    return materialize(dom_, node, binder, prefix);
 }
 
-Result<Map*> FieldReader::map(std::string_view name) {
-    Value* value = find(name);
-    if (value == nullptr) return fail(missing(name, "map"));
-    if (!value->is_map()) return fail(type_error(name, "map", *value));
-    return value->if_map();
+Result<std::uint32_t> FieldReader::map(std::string_view name) const {
+    return require(name, NodeKind::map, "map");
 }
 
-Result<Map*> FieldReader::optional_map(std::string_view name) {
-    Value* value = find(name);
-    if (value == nullptr || value->is_null()) return static_cast<Map*>(nullptr);
-    if (!value->is_map()) return fail(type_error(name, "map", *value));
-    return value->if_map();
+Result<std::uint32_t> FieldReader::optional_map(std::string_view name) const {
+    const std::uint32_t node = find(name);
+    if (node == kNoNode || dom_.at(node).kind == NodeKind::null) return kNoNode;
+    if (dom_.at(node).kind != NodeKind::map) {
+        return fail(type_error(where(name), "map", dom_.at(node).kind));
+    }
+    return node;
 }
 
-Result<List*> FieldReader::list(std::string_view name) {
-    Value* value = find(name);
-    if (value == nullptr) return fail(missing(name, "list"));
-    if (!value->is_list()) return fail(type_error(name, "list", *value));
-    return value->if_list();
+Result<std::uint32_t> FieldReader::list(std::string_view name) const {
+    return require(name, NodeKind::list, "list");
 }
 
 }  // namespace omnirt::proto::detail

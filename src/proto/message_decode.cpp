@@ -1,37 +1,40 @@
-// Control message decoding: the bytes become a Value tree (proto/value_codec.h enforces the
-// limits), then each message reads its fields out of the top-level map by name.
+// Control message decoding: parse_dom checks the limits and the msgpack syntax, then each
+// message reads its fields from the top-level map node by name; only Value-typed fields become
+// Value trees.
 #include "proto/error_text.h"
 #include "proto/field_reader.h"
 #include "proto/message_names.h"
 #include "proto/messages.h"
 #include "proto/payload_header_wire.h"
 #include "proto/stage_payload_wire.h"
+#include "proto/wire_dom.h"
 
 namespace omnirt::proto {
 namespace {
 
+using detail::Dom;
 using detail::FieldReader;
 
-Result<ControlMessage> read_submit(Map& map) {
-    FieldReader fields(map, detail::kSubmitType);
+Result<ControlMessage> read_submit(const Dom& dom, std::uint32_t map) {
+    FieldReader fields(dom, map, detail::kSubmitType);
     SubmitMessage message;
     OMNI_TRY(message.request_id, fields.string("request_id"));
-    OMNI_TRY(Map * payload, fields.map("payload"));
-    OMNI_TRY(message.payload, detail::read_stage_payload(*payload, "submit.payload"));
+    OMNI_TRY(std::uint32_t payload, fields.map("payload"));
+    OMNI_TRY(message.payload, detail::read_stage_payload(dom, payload, "submit.payload"));
     OMNI_TRY(message.deadline_unix_ms, fields.optional_integer("deadline_unix_ms"));
     return ControlMessage(std::move(message));
 }
 
-Result<ControlMessage> read_data_ready(Map& map) {
-    FieldReader fields(map, detail::kDataReadyType);
+Result<ControlMessage> read_data_ready(const Dom& dom, std::uint32_t map) {
+    FieldReader fields(dom, map, detail::kDataReadyType);
     DataReadyMessage message;
     OMNI_TRY(message.request_id, fields.string("request_id"));
     OMNI_TRY(message.from_stage, fields.string("from_stage"));
     OMNI_TRY(message.to_stage, fields.string("to_stage"));
-    message.relay_metadata = fields.any("relay_metadata");
-    OMNI_TRY(Map * header, fields.optional_map("header"));
-    if (header != nullptr) {
-        OMNI_TRY(message.header, detail::read_payload_header(*header, "data_ready.header"));
+    OMNI_TRY(message.relay_metadata, fields.any("relay_metadata"));
+    OMNI_TRY(std::uint32_t header, fields.optional_map("header"));
+    if (header != detail::kNoNode) {
+        OMNI_TRY(message.header, detail::read_payload_header(dom, header, "data_ready.header"));
     }
     OMNI_TRY(message.chunk_id, fields.optional_integer("chunk_id"));
     OMNI_TRY(message.is_done, fields.boolean("is_done"));
@@ -52,18 +55,18 @@ void read_error_code(const std::string& name, Error& error) {
     error.message = "(error code " + detail::quote(name) + ") " + error.message;
 }
 
-Result<ControlMessage> read_complete(Map& map) {
-    FieldReader fields(map, detail::kCompleteType);
+Result<ControlMessage> read_complete(const Dom& dom, std::uint32_t map) {
+    FieldReader fields(dom, map, detail::kCompleteType);
     CompleteMessage message;
     OMNI_TRY(message.request_id, fields.string("request_id"));
     OMNI_TRY(message.from_stage, fields.string("from_stage"));
     OMNI_TRY(message.ok, fields.boolean("ok"));
     if (message.ok) {
-        OMNI_TRY(Map * result, fields.map("result"));
-        OMNI_TRY(message.result, detail::read_stage_payload(*result, "complete.result"));
+        OMNI_TRY(std::uint32_t result, fields.map("result"));
+        OMNI_TRY(message.result, detail::read_stage_payload(dom, result, "complete.result"));
     } else {
-        OMNI_TRY(Map * error, fields.map("error"));
-        FieldReader error_fields(*error, detail::kCompleteType, -1, "error");
+        OMNI_TRY(std::uint32_t error, fields.map("error"));
+        FieldReader error_fields(dom, error, detail::kCompleteType, -1, "error");
         OMNI_TRY(std::string code, error_fields.string("code"));
         OMNI_TRY(message.error.message, error_fields.string("message"));
         read_error_code(code, message.error);
@@ -71,42 +74,42 @@ Result<ControlMessage> read_complete(Map& map) {
     return ControlMessage(std::move(message));
 }
 
-Result<ControlMessage> read_stream(Map& map) {
-    FieldReader fields(map, detail::kStreamType);
+Result<ControlMessage> read_stream(const Dom& dom, std::uint32_t map) {
+    FieldReader fields(dom, map, detail::kStreamType);
     StreamMessage message;
     OMNI_TRY(message.request_id, fields.string("request_id"));
     OMNI_TRY(message.from_stage, fields.string("from_stage"));
     OMNI_TRY(message.chunk_index, fields.integer("chunk_index"));
-    message.chunk = fields.any("chunk");
-    message.metadata = fields.any("metadata");
+    OMNI_TRY(message.chunk, fields.any("chunk"));
+    OMNI_TRY(message.metadata, fields.any("metadata"));
     return ControlMessage(std::move(message));
 }
 
-Result<ControlMessage> read_abort(Map& map) {
-    FieldReader fields(map, detail::kAbortType);
+Result<ControlMessage> read_abort(const Dom& dom, std::uint32_t map) {
+    FieldReader fields(dom, map, detail::kAbortType);
     AbortMessage message;
     OMNI_TRY(message.request_id, fields.string("request_id"));
     OMNI_TRY(message.reason, fields.string("reason"));
     return ControlMessage(std::move(message));
 }
 
-Result<ControlMessage> read_shutdown(Map& map) {
-    FieldReader fields(map, detail::kShutdownType);
+Result<ControlMessage> read_shutdown(const Dom& dom, std::uint32_t map) {
+    FieldReader fields(dom, map, detail::kShutdownType);
     ShutdownMessage message;
     OMNI_TRY(message.reason, fields.string("reason"));
     return ControlMessage(std::move(message));
 }
 
-Result<ControlMessage> read_profiler_start(Map& map) {
-    FieldReader fields(map, detail::kProfilerStartType);
+Result<ControlMessage> read_profiler_start(const Dom& dom, std::uint32_t map) {
+    FieldReader fields(dom, map, detail::kProfilerStartType);
     ProfilerStartMessage message;
     OMNI_TRY(message.trace_path_template, fields.string("trace_path_template"));
     return ControlMessage(std::move(message));
 }
 
-Result<ControlMessage> read_profiler_stop(Map&) { return ControlMessage(ProfilerStopMessage{}); }
+Result<ControlMessage> read_profiler_stop(const Dom&, std::uint32_t) { return ControlMessage(ProfilerStopMessage{}); }
 
-using Reader = Result<ControlMessage> (*)(Map&);
+using Reader = Result<ControlMessage> (*)(const Dom&, std::uint32_t);
 constexpr Reader kReaders[] = {read_submit,   read_data_ready, read_complete,       read_stream,
                                read_abort,    read_shutdown,   read_profiler_start, read_profiler_stop};
 static_assert(std::size(kReaders) == detail::kMessageTypeNames.size());
@@ -115,11 +118,12 @@ static_assert(std::size(kReaders) == detail::kMessageTypeNames.size());
 
 Result<ControlMessage> decode_message(std::span<const std::uint8_t> bytes,
                                       const DecodeLimits& limits) {
-    auto root = decode_value(bytes, limits);
-    if (!root.has_value()) return fail(root.error().with_context("control message"));
-    Map* map = root->if_map();
-    if (map == nullptr) return fail(detail::element_type_error("control message", "map", *root));
-    FieldReader envelope(*map, "message");
+    auto dom = detail::parse_dom(bytes, limits, detail::TensorMode::inline_data);
+    if (!dom.has_value()) return fail(dom.error().with_context("control message"));
+    if (dom->at(0).kind != detail::NodeKind::map) {
+        return fail(detail::type_error("control message", "map", dom->at(0).kind));
+    }
+    FieldReader envelope(*dom, 0, "message");
     OMNI_TRY(std::int64_t version, envelope.integer("v"));
     if (version != kWireVersion) {
         return fail(ErrorCode::failed_precondition,
@@ -128,7 +132,7 @@ Result<ControlMessage> decode_message(std::span<const std::uint8_t> bytes,
     }
     OMNI_TRY(std::string type, envelope.string("type"));
     for (std::size_t i = 0; i < detail::kMessageTypeNames.size(); ++i) {
-        if (detail::kMessageTypeNames[i] == type) return kReaders[i](*map);
+        if (detail::kMessageTypeNames[i] == type) return kReaders[i](*dom, 0);
     }
     return fail(ErrorCode::invalid_argument, "unknown message type " + detail::quote(type));
 }

@@ -6,6 +6,7 @@
 
 #include "proto/payload_header_wire.h"
 #include "proto/stage_payload_wire.h"
+#include "proto/wire_dom.h"
 #include "proto/wire_writer.h"
 
 namespace omnirt::proto {
@@ -120,62 +121,84 @@ Result<std::vector<Tensor>> restore_tensors(const PayloadHeader& header, const T
     return tensors;
 }
 
-// Walks `path` from `root`; the path came from the decoder, so it exists.
-Value& value_at(Value& root, const TensorPath& path) {
-    Value* current = &root;
-    for (const PathElement& step : path) {
-        if (const auto* key = std::get_if<std::string>(&step)) {
-            Map* map = current->if_map();
-            OMNI_CHECK(map != nullptr, "placeholder path does not match the decoded tree");
-            auto it = map->find(*key);
-            OMNI_CHECK(it != map->end(), "placeholder path does not match the decoded tree");
-            current = &it->second;
+std::string steps_to_string(std::span<const detail::PathStep> steps) {
+    TensorPath path;
+    for (const detail::PathStep& step : steps) {
+        if (step.is_key) {
+            path.emplace_back(std::string(step.key));
         } else {
-            List* list = current->if_list();
-            auto index = static_cast<std::size_t>(std::get<std::int64_t>(step));
-            OMNI_CHECK(list != nullptr && index < list->size(),
-                       "placeholder path does not match the decoded tree");
-            current = &(*list)[index];
+            path.emplace_back(step.index);
         }
     }
-    return *current;
+    return path_to_string(path);
 }
 
-// Decodes the tree and puts each tensor where its placeholder stands.
-Result<Value> decode_tree(const PayloadHeader& header, const Tensor& buffer,
-                          const DecodeLimits& limits) {
-    OMNI_TRY(std::vector<Tensor> tensors, restore_tensors(header, buffer, limits));
-    OMNI_TRY(DecodedValue tree, decode_value_with_placeholders(header.tree, limits));
-    std::vector<const TensorPath*> bound(tensors.size(), nullptr);
-    for (const TensorPlaceholder& placeholder : tree.placeholders) {
-        const std::uint64_t index = placeholder.index;
-        if (index >= tensors.size()) {
+bool same_path(std::span<const detail::PathStep> steps, const TensorPath& path) {
+    if (steps.size() != path.size()) return false;
+    for (std::size_t i = 0; i < steps.size(); ++i) {
+        if (const auto* key = std::get_if<std::string>(&path[i])) {
+            if (!steps[i].is_key || steps[i].key != *key) return false;
+        } else if (steps[i].is_key || steps[i].index != std::get<std::int64_t>(path[i])) {
+            return false;
+        }
+    }
+    return true;
+}
+
+// Puts tensor i where placeholder i stands, checking that it stands at tensor_info[i].path and
+// that no tensor is referenced twice.
+class TensorBinder final : public detail::PlaceholderBinder {
+public:
+    TensorBinder(const PayloadHeader& header, std::vector<Tensor> tensors)
+        : header_(header), tensors_(std::move(tensors)), bound_(tensors_.size(), false) {}
+
+    Result<Value> bind(std::uint64_t index, std::span<const detail::PathStep> path) override {
+        if (index >= tensors_.size()) {
             return fail(ErrorCode::invalid_argument,
-                        "placeholder at " + path_to_string(placeholder.path) + " refers to tensor " +
+                        "placeholder at " + steps_to_string(path) + " refers to tensor " +
                             std::to_string(index) + " but tensor_info has " +
-                            std::to_string(tensors.size()) + " entries");
+                            std::to_string(tensors_.size()) + " entries");
         }
-        if (bound[index] != nullptr) {
+        const TensorInfo& info = header_.tensor_info[index];
+        if (bound_[index]) {
             return fail(ErrorCode::invalid_argument,
-                        describe(header, index) + " is referenced by two placeholders, at " +
-                            path_to_string(*bound[index]) + " and " +
-                            path_to_string(placeholder.path));
+                        describe(header_, index) + " is referenced by two placeholders, at " +
+                            path_to_string(info.path) + " and " + steps_to_string(path));
         }
-        if (placeholder.path != header.tensor_info[index].path) {
-            return fail(ErrorCode::invalid_argument,
-                        describe(header, index) + " is referenced by a placeholder at " +
-                            path_to_string(placeholder.path));
+        if (!same_path(path, info.path)) {
+            return fail(ErrorCode::invalid_argument, describe(header_, index) +
+                                                         " is referenced by a placeholder at " +
+                                                         steps_to_string(path));
         }
-        bound[index] = &placeholder.path;
-        value_at(tree.value, placeholder.path) = Value(std::move(tensors[index]));
+        bound_[index] = true;
+        return Value(std::move(tensors_[index]));
     }
-    for (std::size_t i = 0; i < bound.size(); ++i) {
-        if (bound[i] == nullptr) {
-            return fail(ErrorCode::invalid_argument,
-                        describe(header, i) + " is not referenced by any placeholder");
+
+    [[nodiscard]] Status check_all_bound() const {
+        for (std::size_t i = 0; i < bound_.size(); ++i) {
+            if (!bound_[i]) {
+                return fail(ErrorCode::invalid_argument,
+                            describe(header_, i) + " is not referenced by any placeholder");
+            }
         }
+        return ok_status();
     }
-    return std::move(tree.value);
+
+private:
+    const PayloadHeader& header_;
+    std::vector<Tensor> tensors_;
+    std::vector<bool> bound_;
+};
+
+// The tree of `header` as a Dom whose root is a map, named `what` in errors.
+Result<detail::Dom> parse_tree(const PayloadHeader& header, const DecodeLimits& limits,
+                               std::string_view what) {
+    OMNI_TRY(detail::Dom dom,
+             detail::parse_dom(header.tree, limits, detail::TensorMode::placeholders));
+    if (dom.at(0).kind != detail::NodeKind::map) {
+        return fail(detail::type_error(what, "map", dom.at(0).kind));
+    }
+    return dom;
 }
 
 }  // namespace
@@ -240,21 +263,26 @@ Result<Tensor> make_flat_buffer(const EncodedPayload& encoded) {
 
 Result<StagePayload> decode_payload(const PayloadHeader& header, const Tensor& flat_buffer,
                                     const DecodeLimits& limits) {
-    OMNI_TRY(Value tree, decode_tree(header, flat_buffer, limits));
-    Map* root = tree.if_map();
-    if (root == nullptr) return fail(detail::element_type_error("payload", "map", tree));
-    return detail::read_stage_payload(*root, "payload");
+    OMNI_TRY(std::vector<Tensor> tensors, restore_tensors(header, flat_buffer, limits));
+    OMNI_TRY(detail::Dom dom, parse_tree(header, limits, "payload"));
+    TensorBinder binder(header, std::move(tensors));
+    OMNI_TRY(StagePayload payload, detail::read_stage_payload(dom, 0, "payload", &binder));
+    OMNI_RETURN_IF_ERROR(binder.check_all_bound());
+    return payload;
 }
 
 Result<StreamBlob> decode_blob(const PayloadHeader& header, const Tensor& flat_buffer,
                                const DecodeLimits& limits) {
-    OMNI_TRY(Value tree, decode_tree(header, flat_buffer, limits));
-    Map* root = tree.if_map();
-    if (root == nullptr) return fail(detail::element_type_error("blob", "map", tree));
-    detail::FieldReader fields(*root, "blob");
+    static constexpr detail::PathStep kChunk[] = {{.key = "chunk", .is_key = true}};
+    static constexpr detail::PathStep kMetadata[] = {{.key = "metadata", .is_key = true}};
+    OMNI_TRY(std::vector<Tensor> tensors, restore_tensors(header, flat_buffer, limits));
+    OMNI_TRY(detail::Dom dom, parse_tree(header, limits, "blob"));
+    TensorBinder binder(header, std::move(tensors));
+    detail::FieldReader fields(dom, 0, "blob");
     StreamBlob blob;
-    blob.chunk = fields.any("chunk");
-    blob.metadata = fields.any("metadata");
+    OMNI_TRY(blob.chunk, fields.any("chunk", &binder, kChunk));
+    OMNI_TRY(blob.metadata, fields.any("metadata", &binder, kMetadata));
+    OMNI_RETURN_IF_ERROR(binder.check_all_bound());
     return blob;
 }
 
@@ -266,10 +294,11 @@ Status encode_payload_header(const PayloadHeader& header, std::vector<std::uint8
 
 Result<PayloadHeader> decode_payload_header(std::span<const std::uint8_t> bytes,
                                             const DecodeLimits& limits) {
-    OMNI_TRY(Value root, decode_value(bytes, limits));
-    Map* map = root.if_map();
-    if (root.if_map() == nullptr) return fail(detail::element_type_error("header", "map", root));
-    return detail::read_payload_header(*map, "header");
+    OMNI_TRY(detail::Dom dom, detail::parse_dom(bytes, limits, detail::TensorMode::inline_data));
+    if (dom.at(0).kind != detail::NodeKind::map) {
+        return fail(detail::type_error("header", "map", dom.at(0).kind));
+    }
+    return detail::read_payload_header(dom, 0, "header");
 }
 
 }  // namespace omnirt::proto

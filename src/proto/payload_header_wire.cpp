@@ -9,51 +9,53 @@ std::string element_where(const FieldReader& fields, std::string_view name, std:
     return fields.where(name) + "[" + std::to_string(index) + "]";
 }
 
-Result<TensorInfo> read_tensor_info(Map& map, std::string_view context, std::int64_t index) {
-    FieldReader fields(map, context, index, "tensor_info");
+Result<TensorInfo> read_tensor_info(const Dom& dom, std::uint32_t map, std::string_view context,
+                                    std::int64_t index) {
+    FieldReader fields(dom, map, context, index, "tensor_info");
     TensorInfo info;
-    OMNI_TRY(List * path, fields.list("path"));
-    info.path.reserve(path->size());
-    for (std::size_t i = 0; i < path->size(); ++i) {
-        Value& step = (*path)[i];
-        if (const std::string* key = step.if_string()) {
-            info.path.emplace_back(std::move(const_cast<std::string&>(*key)));
-        } else if (const std::int64_t* position = step.if_int()) {
-            if (*position < 0) {
-                return fail(ErrorCode::invalid_argument,
-                            element_where(fields, "path", i) +
-                                ": expected a non-negative list index, got " +
-                                std::to_string(*position));
-            }
-            info.path.emplace_back(*position);
+    OMNI_TRY(std::uint32_t path, fields.list("path"));
+    info.path.reserve(dom.at(path).count);
+    for (std::uint32_t step : ListChildren(dom, path)) {
+        const Node& node = dom.at(step);
+        if (node.kind == NodeKind::string) {
+            info.path.emplace_back(std::string(dom.text(node)));
+        } else if (node.kind == NodeKind::integer && node.number.integer >= 0) {
+            info.path.emplace_back(node.number.integer);
+        } else if (node.kind == NodeKind::integer) {
+            return fail(ErrorCode::invalid_argument,
+                        element_where(fields, "path", info.path.size()) +
+                            ": expected a non-negative list index, got " +
+                            std::to_string(node.number.integer));
         } else {
-            return fail(element_type_error(element_where(fields, "path", i), "string or int", step));
+            return fail(type_error(element_where(fields, "path", info.path.size()),
+                                   "string or int", node.kind));
         }
     }
     OMNI_TRY(std::string dtype_name, fields.string("dtype"));
     auto dtype = parse_dtype(dtype_name);
     if (!dtype.has_value()) return fail(dtype.error().with_context(fields.where("dtype")));
     info.dtype = *dtype;
-    OMNI_TRY(List * shape, fields.list("shape"));
-    if (shape->size() > kMaxTensorDims) {
+    OMNI_TRY(std::uint32_t shape, fields.list("shape"));
+    if (dom.at(shape).count > kMaxTensorDims) {
         return fail(ErrorCode::invalid_argument,
-                    fields.where("shape") + ": " + std::to_string(shape->size()) +
+                    fields.where("shape") + ": " + std::to_string(dom.at(shape).count) +
                         " dimensions; at most " + std::to_string(kMaxTensorDims) +
                         " are allowed");
     }
-    info.shape.reserve(shape->size());
-    for (std::size_t i = 0; i < shape->size(); ++i) {
-        const Value& dim = (*shape)[i];
-        const std::int64_t* size = dim.if_int();
-        if (size == nullptr) {
-            return fail(element_type_error(element_where(fields, "shape", i), "int", dim));
+    info.shape.reserve(dom.at(shape).count);
+    for (std::uint32_t dim : ListChildren(dom, shape)) {
+        const Node& node = dom.at(dim);
+        if (node.kind != NodeKind::integer) {
+            return fail(type_error(element_where(fields, "shape", info.shape.size()), "int",
+                                   node.kind));
         }
-        if (*size < 0) {
+        if (node.number.integer < 0) {
             return fail(ErrorCode::invalid_argument,
-                        element_where(fields, "shape", i) +
-                            ": expected a non-negative int, got " + std::to_string(*size));
+                        element_where(fields, "shape", info.shape.size()) +
+                            ": expected a non-negative int, got " +
+                            std::to_string(node.number.integer));
         }
-        info.shape.push_back(*size);
+        info.shape.push_back(node.number.integer);
     }
     OMNI_TRY(info.offset, fields.non_negative("offset"));
     OMNI_TRY(info.nbytes, fields.non_negative("nbytes"));
@@ -101,19 +103,20 @@ void write_payload_header(WireWriter& writer, const PayloadHeader& header) {
     writer.integer(static_cast<std::int64_t>(header.buffer_bytes));
 }
 
-Result<PayloadHeader> read_payload_header(Map& map, std::string_view context) {
-    FieldReader fields(map, context);
+Result<PayloadHeader> read_payload_header(const Dom& dom, std::uint32_t map,
+                                          std::string_view context) {
+    FieldReader fields(dom, map, context);
     PayloadHeader header;
     OMNI_TRY(header.tree, fields.bytes("tree"));
-    OMNI_TRY(List * infos, fields.list("tensor_info"));
-    header.tensor_info.reserve(infos->size());
-    for (std::size_t i = 0; i < infos->size(); ++i) {
-        Value& item = (*infos)[i];
-        Map* info_map = item.if_map();
-        if (info_map == nullptr) {
-            return fail(element_type_error(element_where(fields, "tensor_info", i), "map", item));
+    OMNI_TRY(std::uint32_t infos, fields.list("tensor_info"));
+    header.tensor_info.reserve(dom.at(infos).count);
+    for (std::uint32_t item : ListChildren(dom, infos)) {
+        const auto index = static_cast<std::int64_t>(header.tensor_info.size());
+        if (dom.at(item).kind != NodeKind::map) {
+            return fail(type_error(element_where(fields, "tensor_info", header.tensor_info.size()),
+                                   "map", dom.at(item).kind));
         }
-        OMNI_TRY(TensorInfo info, read_tensor_info(*info_map, context, static_cast<std::int64_t>(i)));
+        OMNI_TRY(TensorInfo info, read_tensor_info(dom, item, context, index));
         header.tensor_info.push_back(std::move(info));
     }
     OMNI_TRY(header.buffer_bytes, fields.non_negative("buffer_bytes"));

@@ -11,8 +11,10 @@ namespace omnirt::proto::detail {
 
 void write_payload_header(WireWriter& writer, const PayloadHeader& header);
 
-// Moves the header out of `map`; `context` names the map in errors ("data_ready.header").
-// Checks kinds, dtype names and shapes only; decode_payload checks the layout.
-[[nodiscard]] Result<PayloadHeader> read_payload_header(Map& map, std::string_view context);
+// Reads the header map at node `map` (the caller checked its kind); `context` names it in
+// errors ("data_ready.header"). Checks kinds, dtype names and shapes only; decode_payload
+// checks the layout.
+[[nodiscard]] Result<PayloadHeader> read_payload_header(const Dom& dom, std::uint32_t map,
+                                                        std::string_view context);
 
 }  // namespace omnirt::proto::detail

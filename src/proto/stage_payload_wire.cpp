@@ -33,16 +33,22 @@ void write_stage_payload(WireWriter& writer, const StagePayload& payload,
     writer.value(payload.data, collected, path_of("data"));
 }
 
-Result<StagePayload> read_stage_payload(Map& map, std::string_view context) {
-    FieldReader fields(map, context);
+Result<StagePayload> read_stage_payload(const Dom& dom, std::uint32_t map,
+                                        std::string_view context, PlaceholderBinder* binder) {
+    static constexpr PathStep kRequest{.key = "request", .is_key = true};
+    static constexpr PathStep kInputs[] = {kRequest, {.key = "inputs", .is_key = true}};
+    static constexpr PathStep kParams[] = {kRequest, {.key = "params", .is_key = true}};
+    static constexpr PathStep kMetadata[] = {kRequest, {.key = "metadata", .is_key = true}};
+    static constexpr PathStep kData[] = {{.key = "data", .is_key = true}};
+    FieldReader fields(dom, map, context);
     StagePayload payload;
     OMNI_TRY(payload.request_id, fields.string("request_id"));
-    OMNI_TRY(Map * request, fields.map("request"));
-    FieldReader request_fields(*request, context, -1, "request");
-    payload.request.inputs = request_fields.any("inputs");
-    payload.request.params = request_fields.any("params");
-    payload.request.metadata = request_fields.any("metadata");
-    payload.data = fields.any("data");
+    OMNI_TRY(std::uint32_t request, fields.map("request"));
+    FieldReader request_fields(dom, request, context, -1, "request");
+    OMNI_TRY(payload.request.inputs, request_fields.any("inputs", binder, kInputs));
+    OMNI_TRY(payload.request.params, request_fields.any("params", binder, kParams));
+    OMNI_TRY(payload.request.metadata, request_fields.any("metadata", binder, kMetadata));
+    OMNI_TRY(payload.data, fields.any("data", binder, kData));
     return payload;
 }
 

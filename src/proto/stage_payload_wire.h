@@ -16,7 +16,11 @@ namespace omnirt::proto::detail {
 void write_stage_payload(WireWriter& writer, const StagePayload& payload,
                          std::vector<CollectedTensor>* collected);
 
-// Moves the payload out of `map`; `context` names the map in errors (e.g. "submit.payload").
-[[nodiscard]] Result<StagePayload> read_stage_payload(Map& map, std::string_view context);
+// Reads the payload map at node `map` (the caller checked its kind); `context` names it in
+// errors (e.g. "submit.payload"). With a binder, the map is the root of a payload tree and its
+// placeholders are bound with paths from that root.
+[[nodiscard]] Result<StagePayload> read_stage_payload(const Dom& dom, std::uint32_t map,
+                                                      std::string_view context,
+                                                      PlaceholderBinder* binder = nullptr);
 
 }  // namespace omnirt::proto::detail

@@ -90,6 +90,23 @@ TEST(ValueCodec, RejectsBadMapKeys) {
               "duplicate map key 'x' at byte offset 5");
 }
 
+TEST(ValueCodec, FindsDuplicateKeysInUnsortedMaps) {
+    EXPECT_EQ(decode_error({0x83, 0xa1, 'b', 0x01, 0xa1, 'a', 0x02, 0xa1, 'b', 0x03}),
+              "duplicate map key 'b' at byte offset 8");
+    // A large map in descending key order switches to a key set; the repeat is still found.
+    Bytes8 large{0xde, 0x00, 41};
+    for (int i = 39; i >= 0; --i) large.insert(large.end(), {0xa2, 'k', std::uint8_t('0' + i), 0xc0});
+    large.insert(large.end(), {0xa2, 'k', '7', 0xc0});
+    EXPECT_NE(decode_error(large).find("duplicate map key 'k7'"), std::string::npos);
+    // Without the repeat the unsorted map decodes, and re-encodes in key order.
+    large[2] = 40;
+    large.resize(large.size() - 4);
+    auto decoded = decode_value(large);
+    ASSERT_TRUE(decoded.has_value()) << decoded.error().to_string();
+    EXPECT_EQ(decoded->as_map().size(), 40u);
+    EXPECT_EQ(decoded->as_map().begin()->first, "k0");
+}
+
 TEST(ValueCodec, ReportsTruncationAndTrailingBytes) {
     EXPECT_EQ(decode_error({}), "truncated input: no bytes");
     EXPECT_EQ(decode_error({0x92, 0x01}),
