@@ -20,6 +20,23 @@ std::size_t edit_distance(std::string_view a, std::string_view b) {
     return row[b.size()];
 }
 
+// A known key close enough to `key` to be what the user meant: a near miss in spelling (at
+// most 2 edits, and at most a third of the key), else a known key that contains it
+// ("port" -> "base_port"). Empty when nothing is close.
+std::string_view closest_key(std::string_view key, std::initializer_list<std::string_view> known) {
+    std::string_view closest;
+    std::size_t best = 3;
+    for (std::string_view candidate : known) {
+        std::size_t distance = edit_distance(key, candidate);
+        if (distance < best && distance * 3 <= key.size()) best = distance, closest = candidate;
+    }
+    if (!closest.empty() || key.size() < 3) return closest;
+    for (std::string_view candidate : known) {
+        if (candidate.find(key) != std::string_view::npos) return candidate;
+    }
+    return {};
+}
+
 }  // namespace
 
 std::optional<std::string> string_of(const ConfigNode& node) {
@@ -61,13 +78,8 @@ void FieldReader::reject_unknown_keys(std::initializer_list<std::string_view> kn
     for (const auto& entry : map_.entries) {
         if (std::find(known.begin(), known.end(), entry.key) != known.end()) continue;
         std::string message = "unknown key";
-        std::string_view closest;
-        std::size_t best = 3;  // suggest only near misses: at most 2 edits
-        for (std::string_view candidate : known) {
-            std::size_t distance = edit_distance(entry.key, candidate);
-            if (distance < best) best = distance, closest = candidate;
-        }
-        if (!closest.empty()) message += "; did you mean '" + std::string(closest) + "'?";
+        std::string_view suggestion = closest_key(entry.key, known);
+        if (!suggestion.empty()) message += "; did you mean '" + std::string(suggestion) + "'?";
         message += " (valid keys: ";
         bool first = true;
         for (std::string_view candidate : known) {
