@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "cli/config_command.h"
+#include "cli/relay_commands.h"
 
 int main(int argc, char** argv) {
     CLI::App app{"omnirt: a serving runtime for omni models", "omnirt"};
@@ -10,6 +11,10 @@ int main(int argc, char** argv) {
     app.require_subcommand(1);
     int exit_code = 0;
     omnirt::cli::add_config_command(app, exit_code);
+    CLI::App* bench = app.add_subcommand("bench", "Benchmarks (print a table, optionally JSON)");
+    bench->require_subcommand(1);
+    omnirt::cli::add_bench_relay_command(*bench, exit_code);
+    omnirt::cli::add_relay_peer_command(app, exit_code);
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& error) {

@@ -1,0 +1,11 @@
+#pragma once
+// Registers the relay backends built into omnirt_relay (shm, ucx). Idempotent and thread-safe.
+// The c10d backends register through relay/gloo/gloo_relay.h (a separate, libtorch-linked
+// library).
+#include "core/error.h"
+
+namespace omnirt::relay {
+
+[[nodiscard]] Status register_builtin_backends();
+
+}  // namespace omnirt::relay
