@@ -1,0 +1,55 @@
+#pragma once
+// Engine internals shared by ucx_engine.cpp and ucx_engine_transfers.cpp (loop thread only).
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "relay/ucx/ucx_engine.h"
+
+namespace omnirt::relay::ucx {
+
+// Active message id of the completion message a receiver sends once its read finished.
+inline constexpr unsigned kCompletionMessageId = 0x6f6d;  // "om"
+inline constexpr std::uint64_t kCompletionMagic = 0x6f6d6e6972742d75ULL;  // "omnirt-u"
+
+// The completion message's header (it has no payload).
+struct CompletionMessage {
+    std::uint64_t magic = kCompletionMagic;
+    std::int64_t transfer_id = 0;
+};
+
+// Endpoints to one sender's worker.
+struct Engine::Peer {
+    std::string key;     // the worker address bytes
+    std::string sender;  // the sender's label, for messages
+    Endpoint data;       // without error handling, over shared memory (same host only)
+    Endpoint control;    // PEER error handling: reports the sender's death (absent when no
+                         // transport supports it)
+    int reads_in_flight = 0;
+    bool retired = false;
+
+    // The endpoint reads and completion messages use.
+    [[nodiscard]] ucp_ep_h io() const { return data.valid() ? data.get() : control.get(); }
+    [[nodiscard]] bool owns(ucp_ep_h ep) const {
+        return (data.valid() && data.get() == ep) || (control.valid() && control.get() == ep);
+    }
+    // Starts closing both endpoints; requests still running go to `closing`.
+    void close_endpoints(std::vector<ucs_status_ptr_t>& closing) {
+        for (Endpoint* endpoint : {&data, &control}) {
+            if (!endpoint->valid()) continue;
+            ucs_status_ptr_t request = endpoint->close();
+            if (UCS_PTR_IS_PTR(request)) closing.push_back(request);
+        }
+    }
+};
+
+// A read UCX has not completed yet. Its address is the request's user data.
+struct Engine::PendingRead {
+    Engine* engine = nullptr;
+    std::uint64_t id = 0;
+    IncomingRead read;
+    RemoteKey rkey;  // destroyed before the peer's endpoints close
+    Peer* peer = nullptr;
+};
+
+}  // namespace omnirt::relay::ucx
