@@ -1,16 +1,18 @@
 // Dom -> Value. Recursion depth is bounded by parse_dom's depth limit (at most
 // kMaxSupportedDepth).
 #include <cstring>
+#include <limits>
 #include <new>
 #include <optional>
 
+#include "proto/tensor_ext.h"
 #include "proto/wire_dom.h"
 
 namespace omnirt::proto::detail {
 namespace {
 
 class Materializer {
-public:
+  public:
     Materializer(const Dom& dom, PlaceholderBinder* binder, std::span<const PathStep> prefix)
         : dom_(dom), binder_(binder), path_(prefix.begin(), prefix.end()) {}
 
@@ -18,7 +20,7 @@ public:
     [[nodiscard]] bool ok() const { return !error_.has_value(); }
     Error take_error() { return std::move(*error_); }
 
-private:
+  private:
     Value inline_tensor(const Node& node);
     Value placeholder(const Node& node);
     Value fail(Error error) {
@@ -35,11 +37,16 @@ private:
 Value Materializer::build(std::uint32_t i) {
     const Node& node = dom_.at(i);
     switch (node.kind) {
-        case NodeKind::null: return Value();
-        case NodeKind::boolean: return Value(node.boolean);
-        case NodeKind::integer: return Value(node.number.integer);
-        case NodeKind::floating: return Value(node.number.floating);
-        case NodeKind::string: return Value(std::string(dom_.text(node)));
+        case NodeKind::null:
+            return Value();
+        case NodeKind::boolean:
+            return Value(node.boolean);
+        case NodeKind::integer:
+            return Value(node.number.integer);
+        case NodeKind::floating:
+            return Value(node.number.floating);
+        case NodeKind::string:
+            return Value(std::string(dom_.text(node)));
         case NodeKind::bytes: {
             auto body = dom_.body(node);
             return Value(Bytes{std::vector<std::uint8_t>(body.begin(), body.end())});
@@ -67,30 +74,24 @@ Value Materializer::build(std::uint32_t i) {
             }
             return Value(std::move(map));
         }
-        case NodeKind::inline_tensor: return inline_tensor(node);
-        case NodeKind::placeholder: return placeholder(node);
+        case NodeKind::inline_tensor:
+            return inline_tensor(node);
+        case NodeKind::placeholder:
+            return placeholder(node);
     }
     return Value();
 }
 
 Value Materializer::inline_tensor(const Node& node) {
-    // parse_dom validated the layout: [dtype][ndim][dims int64 LE][elements].
-    auto body = dom_.body(node);
-    const auto dtype = static_cast<DType>(body[0]);
-    const std::size_t ndim = body[1];
-    Shape shape(ndim);
-    for (std::size_t d = 0; d < ndim; ++d) {
-        std::uint64_t bits = 0;
-        for (int byte = 0; byte < 8; ++byte) {
-            bits |= static_cast<std::uint64_t>(body[2 + 8 * d + byte]) << (8 * byte);
-        }
-        shape[d] = static_cast<std::int64_t>(bits);
-    }
-    auto tensor = Tensor::empty(std::move(shape), dtype);
+    const auto body = dom_.body(node);
+    // parse_dom validated the body (the limit was applied there too).
+    auto layout = parse_inline_tensor(body, std::numeric_limits<std::uint64_t>::max());
+    if (!layout.has_value()) return fail(std::move(layout).error());
+    auto tensor = Tensor::empty(std::move(layout->shape), layout->dtype);
     if (!tensor.has_value()) return fail(std::move(tensor).error());
-    const std::size_t header = 2 + 8 * ndim;
-    if (body.size() > header) {
-        std::memcpy(tensor->mutable_data(), body.data() + header, body.size() - header);
+    if (body.size() > layout->header_bytes) {
+        std::memcpy(tensor->mutable_data(), body.data() + layout->header_bytes,
+                    body.size() - layout->header_bytes);
     }
     return Value(std::move(*tensor));
 }

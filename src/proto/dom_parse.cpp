@@ -9,10 +9,11 @@
 #include <optional>
 #include <unordered_set>
 
-#include <msgpack/unpack.hpp>  // msgpack::parse needs its unpack helpers
 #include <msgpack/parse.hpp>
+#include <msgpack/unpack.hpp>  // msgpack::parse needs its unpack helpers
 
 #include "proto/error_text.h"
+#include "proto/tensor_ext.h"
 #include "proto/value_codec.h"
 #include "proto/wire_dom.h"
 
@@ -22,10 +23,12 @@ namespace {
 constexpr std::size_t kNoOffset = std::numeric_limits<std::size_t>::max();
 
 class DomBuilder {
-public:
+  public:
     DomBuilder(std::span<const std::uint8_t> input, const DecodeLimits& limits, TensorMode mode)
-        : base_(reinterpret_cast<const char*>(input.data())), size_(input.size()),
-          limits_(limits), max_depth_(std::min(limits.max_depth, kMaxSupportedDepth)),
+        : base_(reinterpret_cast<const char*>(input.data())),
+          size_(input.size()),
+          limits_(limits),
+          max_depth_(std::min(limits.max_depth, kMaxSupportedDepth)),
           max_elements_(std::min<std::uint64_t>(limits.max_total_elements,
                                                 std::numeric_limits<std::uint32_t>::max() - 1)),
           mode_(mode) {
@@ -88,13 +91,13 @@ public:
     [[nodiscard]] Error finish_error(bool parsed, std::size_t stop_offset) const;
     std::vector<Node> take_nodes() { return std::move(nodes_); }
 
-private:
+  private:
     struct Frame {
         std::uint32_t node = 0;
         std::uint32_t last_key = 0;  // node of the previous key (maps with entries)
         std::uint32_t keys = 0;      // keys accepted so far
         bool expecting_key = false;
-        bool sorted = true;          // every key so far was greater than the one before
+        bool sorted = true;  // every key so far was greater than the one before
         // Keys seen so far; built only for large maps whose keys arrive out of order.
         std::unique_ptr<std::unordered_set<std::string_view>> seen;
     };
@@ -114,8 +117,6 @@ private:
     bool accept_key(std::string_view key, std::size_t at);
     bool start_container(std::uint32_t elements, NodeKind kind);
     bool end_container();
-    bool check_inline_tensor(const std::uint8_t* body, std::uint32_t size, std::size_t at);
-    bool read_placeholder(const std::uint8_t* body, std::uint32_t size, std::uint64_t& index);
 
     const char* base_;
     std::size_t size_;
@@ -220,20 +221,22 @@ bool DomBuilder::visit_ext(const char* data, std::uint32_t size) {
     position_bound_ = at + size;
     if (size == 0) return fail(ErrorCode::data_loss, "ext value without a type byte", at);
     if (++tensors_ > limits_.max_tensors) {
-        return fail(ErrorCode::out_of_range, "input holds more than " +
-                                                 std::to_string(limits_.max_tensors) + " tensors");
+        return fail(ErrorCode::out_of_range,
+                    "input holds more than " + std::to_string(limits_.max_tensors) + " tensors");
     }
     const auto type = static_cast<std::int8_t>(data[0]);
-    const auto* body = reinterpret_cast<const std::uint8_t*>(data + 1);
-    const std::uint32_t length = size - 1;
+    const std::span<const std::uint8_t> body(reinterpret_cast<const std::uint8_t*>(data + 1),
+                                             size - 1);
     if (type == kInlineTensorExtType && !placeholders) {
-        if (!check_inline_tensor(body, length, at + 1)) return false;
-        nodes_.push_back(Node{.kind = NodeKind::inline_tensor, .length = length, .offset = at + 1});
+        auto layout = parse_inline_tensor(body, limits_.max_tensor_bytes);
+        if (!layout.has_value()) return fail(layout.error().code, layout.error().message, at + 1);
+        nodes_.push_back(
+            Node{.kind = NodeKind::inline_tensor, .length = size - 1, .offset = at + 1});
         return true;
     }
     if (type == kPlaceholderExtType && placeholders) {
         Node node{.kind = NodeKind::placeholder};
-        if (!read_placeholder(body, length, node.number.index)) {
+        if (!parse_placeholder(body, node.number.index)) {
             return fail(ErrorCode::invalid_argument,
                         "tensor placeholder does not hold a msgpack unsigned integer", at + 1);
         }
@@ -248,77 +251,6 @@ bool DomBuilder::visit_ext(const char* data, std::uint32_t size) {
     }
     return fail(ErrorCode::invalid_argument, "unsupported msgpack ext type " + std::to_string(type),
                 at);
-}
-
-bool DomBuilder::check_inline_tensor(const std::uint8_t* p, std::uint32_t size, std::size_t at) {
-    // [u8 dtype code][u8 ndim][ndim x int64 LE dims][row-major element bytes]
-    if (size < 2) return fail(ErrorCode::invalid_argument, "inline tensor header is truncated", at);
-    auto dtype = dtype_from_code(p[0]);
-    if (!dtype.has_value()) {
-        return fail(ErrorCode::invalid_argument, "inline tensor: " + dtype.error().message, at);
-    }
-    const std::size_t ndim = p[1];
-    if (ndim > kMaxTensorDims) {
-        return fail(ErrorCode::invalid_argument,
-                    "inline tensor has " + std::to_string(ndim) + " dimensions; at most " +
-                        std::to_string(kMaxTensorDims) + " are allowed",
-                    at);
-    }
-    const std::size_t header = 2 + 8 * ndim;
-    if (size < header) {
-        return fail(ErrorCode::invalid_argument, "inline tensor shape is truncated", at);
-    }
-    Shape shape(ndim);
-    for (std::size_t d = 0; d < ndim; ++d) {
-        std::uint64_t bits = 0;
-        for (int byte = 0; byte < 8; ++byte) {
-            bits |= static_cast<std::uint64_t>(p[2 + 8 * d + byte]) << (8 * byte);
-        }
-        shape[d] = static_cast<std::int64_t>(bits);
-    }
-    auto numel = checked_numel(shape);
-    if (!numel.has_value()) {
-        return fail(ErrorCode::invalid_argument, "inline tensor: " + numel.error().message, at);
-    }
-    const std::uint64_t element = element_size(*dtype);
-    const std::uint64_t body = size - header;
-    if (static_cast<std::uint64_t>(*numel) > body / element || *numel * element != body) {
-        return fail(ErrorCode::invalid_argument,
-                    "inline tensor of " + std::to_string(*numel) + " " +
-                        std::string(to_string(*dtype)) + " elements carries " +
-                        std::to_string(body) + " data bytes",
-                    at);
-    }
-    if (body > limits_.max_tensor_bytes) {
-        return fail(ErrorCode::out_of_range,
-                    "tensor of " + std::to_string(body) + " bytes exceeds the limit of " +
-                        std::to_string(limits_.max_tensor_bytes),
-                    at);
-    }
-    if (*dtype == DType::boolean) {
-        const std::uint8_t* elements = p + header;
-        for (std::uint64_t i = 0; i < body; ++i) {
-            if (elements[i] > 1) {
-                return fail(ErrorCode::invalid_argument,
-                            "bool tensor holds the byte " + std::to_string(elements[i]), at);
-            }
-        }
-    }
-    return true;
-}
-
-bool DomBuilder::read_placeholder(const std::uint8_t* p, std::uint32_t size, std::uint64_t& index) {
-    // One msgpack unsigned integer of any width spanning the whole body.
-    if (size == 1 && p[0] <= 0x7f) {
-        index = p[0];
-        return true;
-    }
-    if (size == 0 || p[0] < 0xcc || p[0] > 0xcf) return false;
-    const std::size_t width = std::size_t{1} << (p[0] - 0xcc);
-    if (size != 1 + width) return false;
-    index = 0;
-    for (std::size_t i = 0; i < width; ++i) index = (index << 8) | p[1 + i];
-    return true;
 }
 
 bool DomBuilder::start_container(std::uint32_t elements, NodeKind kind) {
@@ -338,9 +270,8 @@ bool DomBuilder::start_container(std::uint32_t elements, NodeKind kind) {
                                               std::to_string(remaining) + " bytes remain");
     }
     if (elements > limits_.max_container_elements) {
-        return fail(ErrorCode::out_of_range, std::string(name) + " of " +
-                                                 std::to_string(elements) + unit +
-                                                 " exceeds the limit of " +
+        return fail(ErrorCode::out_of_range, std::string(name) + " of " + std::to_string(elements) +
+                                                 unit + " exceeds the limit of " +
                                                  std::to_string(limits_.max_container_elements));
     }
     const auto index = static_cast<std::uint32_t>(nodes_.size());
@@ -362,8 +293,8 @@ Error DomBuilder::finish_error(bool parsed, std::size_t stop_offset) const {
     if (error_.has_value()) {
         // msgpack-c (v3 API) stops on the last byte of the item's header (or of a fixed-size
         // item), so the offset always points inside the offending item.
-        return Error{error_->code, error_->message +
-                                       at(error_offset_ != kNoOffset ? error_offset_ : stop_offset)};
+        return Error{error_->code, error_->message + at(error_offset_ != kNoOffset ? error_offset_
+                                                                                   : stop_offset)};
     }
     if (bad_type_offset_ != kNoOffset) {
         std::string byte = "?";
@@ -390,16 +321,25 @@ Error DomBuilder::finish_error(bool parsed, std::size_t stop_offset) const {
 
 std::string_view kind_name(NodeKind kind) {
     switch (kind) {
-        case NodeKind::null: return "null";
-        case NodeKind::boolean: return "bool";
-        case NodeKind::integer: return "int";
-        case NodeKind::floating: return "float";
-        case NodeKind::string: return "string";
-        case NodeKind::bytes: return "bytes";
-        case NodeKind::list: return "list";
-        case NodeKind::map: return "map";
+        case NodeKind::null:
+            return "null";
+        case NodeKind::boolean:
+            return "bool";
+        case NodeKind::integer:
+            return "int";
+        case NodeKind::floating:
+            return "float";
+        case NodeKind::string:
+            return "string";
+        case NodeKind::bytes:
+            return "bytes";
+        case NodeKind::list:
+            return "list";
+        case NodeKind::map:
+            return "map";
         case NodeKind::inline_tensor:
-        case NodeKind::placeholder: return "tensor";
+        case NodeKind::placeholder:
+            return "tensor";
     }
     return "unknown";
 }

@@ -36,7 +36,8 @@ Result<std::uint32_t> FieldReader::require(std::string_view name, NodeKind kind,
         return fail(ErrorCode::invalid_argument,
                     where(name) + ": missing field (expected " + std::string(expected) + ")");
     }
-    if (dom_.at(node).kind != kind) return fail(type_error(where(name), expected, dom_.at(node).kind));
+    if (dom_.at(node).kind != kind)
+        return fail(type_error(where(name), expected, dom_.at(node).kind));
     return node;
 }
 

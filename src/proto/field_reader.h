@@ -22,7 +22,7 @@ namespace omnirt::proto::detail {
 inline constexpr std::uint32_t kNoNode = 0xffffffff;
 
 class FieldReader {
-public:
+  public:
     // Reads the map at node `map` of `dom` (the caller checked its kind). The map is named in
     // errors as "context.suffix[index]" (".suffix" only when not empty, "[index]" only when
     // index >= 0), e.g. "data_ready.header" + "tensor_info" + 2. The views must outlive the
@@ -34,8 +34,7 @@ public:
     [[nodiscard]] Result<std::string> string(std::string_view name) const;
     [[nodiscard]] Result<std::optional<std::string>> optional_string(std::string_view name) const;
     [[nodiscard]] Result<std::int64_t> integer(std::string_view name) const;
-    [[nodiscard]] Result<std::optional<std::int64_t>> optional_integer(
-        std::string_view name) const;
+    [[nodiscard]] Result<std::optional<std::int64_t>> optional_integer(std::string_view name) const;
     // An int >= 0.
     [[nodiscard]] Result<std::uint64_t> non_negative(std::string_view name) const;
     [[nodiscard]] Result<bool> boolean(std::string_view name) const;
@@ -52,7 +51,7 @@ public:
     // "context.suffix[index].name"
     [[nodiscard]] std::string where(std::string_view name) const;
 
-private:
+  private:
     // The value node of field `name`, or kNoNode.
     [[nodiscard]] std::uint32_t find(std::string_view name) const;
     // The value node of a required field of kind `kind`, or an error.
@@ -71,10 +70,10 @@ private:
 
 // The children of a list node: for (uint32_t c : ListChildren(dom, node)) ...
 class ListChildren {
-public:
+  public:
     ListChildren(const Dom& dom, std::uint32_t list) : dom_(dom), list_(list) {}
     class Iterator {
-    public:
+      public:
         Iterator(const Dom& dom, std::uint32_t node, std::uint32_t left)
             : dom_(&dom), node_(node), left_(left) {}
         std::uint32_t operator*() const { return node_; }
@@ -85,7 +84,7 @@ public:
         }
         bool operator==(const Iterator& other) const { return left_ == other.left_; }
 
-    private:
+      private:
         const Dom* dom_;
         std::uint32_t node_;
         std::uint32_t left_;
@@ -93,7 +92,7 @@ public:
     [[nodiscard]] Iterator begin() const { return {dom_, list_ + 1, dom_.at(list_).count}; }
     [[nodiscard]] Iterator end() const { return {dom_, 0, 0}; }
 
-private:
+  private:
     const Dom& dom_;
     std::uint32_t list_;
 };

@@ -14,6 +14,7 @@ namespace omnirt::proto {
 
 struct DecodeLimits {
     // Open containers (lists and maps) at once; the envelope of a control message counts too.
+    // Values above 1024 act as 1024 (decoding recurses once per level when it builds Values).
     std::uint32_t max_depth = 64;
     // Bytes of one string, map keys included.
     std::uint64_t max_string_bytes = std::uint64_t{64} << 20;

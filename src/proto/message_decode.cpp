@@ -107,11 +107,14 @@ Result<ControlMessage> read_profiler_start(const Dom& dom, std::uint32_t map) {
     return ControlMessage(std::move(message));
 }
 
-Result<ControlMessage> read_profiler_stop(const Dom&, std::uint32_t) { return ControlMessage(ProfilerStopMessage{}); }
+Result<ControlMessage> read_profiler_stop(const Dom&, std::uint32_t) {
+    return ControlMessage(ProfilerStopMessage{});
+}
 
 using Reader = Result<ControlMessage> (*)(const Dom&, std::uint32_t);
-constexpr Reader kReaders[] = {read_submit,   read_data_ready, read_complete,       read_stream,
-                               read_abort,    read_shutdown,   read_profiler_start, read_profiler_stop};
+constexpr Reader kReaders[] = {read_submit,         read_data_ready,   read_complete,
+                               read_stream,         read_abort,        read_shutdown,
+                               read_profiler_start, read_profiler_stop};
 static_assert(std::size(kReaders) == detail::kMessageTypeNames.size());
 
 }  // namespace

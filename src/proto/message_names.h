@@ -18,8 +18,8 @@ inline constexpr std::string_view kProfilerStartType = "profiler_start";
 inline constexpr std::string_view kProfilerStopType = "profiler_stop";
 
 inline constexpr std::array<std::string_view, 8> kMessageTypeNames = {
-    kSubmitType,   kDataReadyType, kCompleteType,      kStreamType,
-    kAbortType,    kShutdownType,  kProfilerStartType, kProfilerStopType,
+    kSubmitType, kDataReadyType, kCompleteType,      kStreamType,
+    kAbortType,  kShutdownType,  kProfilerStartType, kProfilerStopType,
 };
 static_assert(kMessageTypeNames.size() == std::variant_size_v<ControlMessage>,
               "every ControlMessage alternative needs a wire name");

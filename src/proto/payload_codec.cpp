@@ -6,6 +6,7 @@
 
 #include "proto/payload_header_wire.h"
 #include "proto/stage_payload_wire.h"
+#include "proto/tensor_ext.h"
 #include "proto/wire_dom.h"
 #include "proto/wire_writer.h"
 
@@ -76,7 +77,7 @@ Result<std::vector<Tensor>> restore_tensors(const PayloadHeader& header, const T
     std::vector<std::pair<std::uint64_t, std::size_t>> ranges;  // (offset, index), non-empty
     for (std::size_t i = 0; i < infos.size(); ++i) {
         const TensorInfo& info = infos[i];
-        auto numel = checked_numel(info.shape);
+        auto numel = detail::checked_wire_numel(info.shape);
         if (!numel.has_value()) return fail(numel.error().with_context(describe(header, i)));
         const std::uint64_t element = element_size(info.dtype);
         const auto expected = static_cast<unsigned __int128>(*numel) * element;
@@ -87,10 +88,10 @@ Result<std::vector<Tensor>> restore_tensors(const PayloadHeader& header, const T
                             std::string(to_string(info.dtype)) + " elements of its shape");
         }
         if (info.nbytes > limits.max_tensor_bytes) {
-            return fail(ErrorCode::out_of_range,
-                        describe(header, i) + ": tensor of " + std::to_string(info.nbytes) +
-                            " bytes exceeds the limit of " +
-                            std::to_string(limits.max_tensor_bytes));
+            return fail(ErrorCode::out_of_range, describe(header, i) + ": tensor of " +
+                                                     std::to_string(info.nbytes) +
+                                                     " bytes exceeds the limit of " +
+                                                     std::to_string(limits.max_tensor_bytes));
         }
         if (info.offset > header.buffer_bytes || info.nbytes > header.buffer_bytes - info.offset) {
             return fail(ErrorCode::out_of_range,
@@ -103,6 +104,17 @@ Result<std::vector<Tensor>> restore_tensors(const PayloadHeader& header, const T
                         describe(header, i) + ": offset " + std::to_string(info.offset) +
                             " is not aligned to the " + std::to_string(element) +
                             "-byte elements of " + std::string(to_string(info.dtype)));
+        }
+        if (info.dtype == DType::boolean && buffer.device().is_cpu()) {
+            // Reading a bool that is neither 0 nor 1 is undefined behaviour in C++.
+            const auto* bytes = reinterpret_cast<const std::uint8_t*>(buffer.data()) + info.offset;
+            for (std::uint64_t k = 0; k < info.nbytes; ++k) {
+                if (bytes[k] > 1) {
+                    return fail(ErrorCode::invalid_argument, describe(header, i) +
+                                                                 ": bool tensor holds the byte " +
+                                                                 std::to_string(bytes[k]));
+                }
+            }
         }
         if (info.nbytes > 0) ranges.emplace_back(info.offset, i);
         OMNI_TRY(Tensor view, Tensor::from_storage(buffer.storage(), info.dtype, info.shape, {},
@@ -148,7 +160,7 @@ bool same_path(std::span<const detail::PathStep> steps, const TensorPath& path) 
 // Puts tensor i where placeholder i stands, checking that it stands at tensor_info[i].path and
 // that no tensor is referenced twice.
 class TensorBinder final : public detail::PlaceholderBinder {
-public:
+  public:
     TensorBinder(const PayloadHeader& header, std::vector<Tensor> tensors)
         : header_(header), tensors_(std::move(tensors)), bound_(tensors_.size(), false) {}
 
@@ -184,7 +196,7 @@ public:
         return ok_status();
     }
 
-private:
+  private:
     const PayloadHeader& header_;
     std::vector<Tensor> tensors_;
     std::vector<bool> bound_;

@@ -40,7 +40,7 @@ struct TensorInfo {
 };
 
 struct PayloadHeader {
-    std::vector<std::uint8_t> tree;  // msgpack, tensors replaced by placeholders
+    std::vector<std::uint8_t> tree;       // msgpack, tensors replaced by placeholders
     std::vector<TensorInfo> tensor_info;  // placeholder i describes tensor_info[i]
     std::uint64_t buffer_bytes = 0;       // bytes of the flat buffer the tensors need
     friend bool operator==(const PayloadHeader&, const PayloadHeader&) = default;
@@ -71,7 +71,7 @@ struct EncodedPayload {
 // header has no tensors). Tensors are views sharing flat_buffer's storage. Validates that every
 // tensor_info entry is referenced by exactly one placeholder standing at its path, that each
 // tensor lies inside the buffer, is aligned to its element size, does not overlap another and
-// has nbytes == numel * element size. Bool tensor bytes are not inspected.
+// has nbytes == numel * element size, and (for host buffers) that bool tensors hold only 0 and 1.
 [[nodiscard]] Result<StagePayload> decode_payload(const PayloadHeader& header,
                                                   const Tensor& flat_buffer,
                                                   const DecodeLimits& limits = {});
@@ -84,8 +84,7 @@ struct StreamBlob {
     friend bool operator==(const StreamBlob&, const StreamBlob&) = default;
 };
 [[nodiscard]] Result<EncodedPayload> encode_blob(const Value& chunk, const Value& metadata);
-[[nodiscard]] Result<StreamBlob> decode_blob(const PayloadHeader& header,
-                                             const Tensor& flat_buffer,
+[[nodiscard]] Result<StreamBlob> decode_blob(const PayloadHeader& header, const Tensor& flat_buffer,
                                              const DecodeLimits& limits = {});
 
 // The header's own msgpack form, as embedded in a data_ready message:

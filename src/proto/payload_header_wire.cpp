@@ -27,8 +27,8 @@ Result<TensorInfo> read_tensor_info(const Dom& dom, std::uint32_t map, std::stri
                             ": expected a non-negative list index, got " +
                             std::to_string(node.number.integer));
         } else {
-            return fail(type_error(element_where(fields, "path", info.path.size()),
-                                   "string or int", node.kind));
+            return fail(type_error(element_where(fields, "path", info.path.size()), "string or int",
+                                   node.kind));
         }
     }
     OMNI_TRY(std::string dtype_name, fields.string("dtype"));
@@ -39,15 +39,14 @@ Result<TensorInfo> read_tensor_info(const Dom& dom, std::uint32_t map, std::stri
     if (dom.at(shape).count > kMaxTensorDims) {
         return fail(ErrorCode::invalid_argument,
                     fields.where("shape") + ": " + std::to_string(dom.at(shape).count) +
-                        " dimensions; at most " + std::to_string(kMaxTensorDims) +
-                        " are allowed");
+                        " dimensions; at most " + std::to_string(kMaxTensorDims) + " are allowed");
     }
     info.shape.reserve(dom.at(shape).count);
     for (std::uint32_t dim : ListChildren(dom, shape)) {
         const Node& node = dom.at(dim);
         if (node.kind != NodeKind::integer) {
-            return fail(type_error(element_where(fields, "shape", info.shape.size()), "int",
-                                   node.kind));
+            return fail(
+                type_error(element_where(fields, "shape", info.shape.size()), "int", node.kind));
         }
         if (node.number.integer < 0) {
             return fail(ErrorCode::invalid_argument,

@@ -33,8 +33,8 @@ void write_stage_payload(WireWriter& writer, const StagePayload& payload,
     writer.value(payload.data, collected, path_of("data"));
 }
 
-Result<StagePayload> read_stage_payload(const Dom& dom, std::uint32_t map,
-                                        std::string_view context, PlaceholderBinder* binder) {
+Result<StagePayload> read_stage_payload(const Dom& dom, std::uint32_t map, std::string_view context,
+                                        PlaceholderBinder* binder) {
     static constexpr PathStep kRequest{.key = "request", .is_key = true};
     static constexpr PathStep kInputs[] = {kRequest, {.key = "inputs", .is_key = true}};
     static constexpr PathStep kParams[] = {kRequest, {.key = "params", .is_key = true}};

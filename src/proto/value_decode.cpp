@@ -7,7 +7,7 @@ namespace {
 
 // Records each placeholder with its path and leaves null in its place.
 class CollectingBinder final : public detail::PlaceholderBinder {
-public:
+  public:
     Result<Value> bind(std::uint64_t index, std::span<const detail::PathStep> path) override {
         TensorPlaceholder placeholder{.index = index};
         placeholder.path.reserve(path.size());

@@ -22,7 +22,16 @@
 namespace omnirt::proto::detail {
 
 enum class NodeKind : std::uint8_t {
-    null, boolean, integer, floating, string, bytes, list, map, inline_tensor, placeholder
+    null,
+    boolean,
+    integer,
+    floating,
+    string,
+    bytes,
+    list,
+    map,
+    inline_tensor,
+    placeholder
 };
 // The Value kind name of a node kind ("int", "map", "tensor"...), for error messages.
 [[nodiscard]] std::string_view kind_name(NodeKind kind);
@@ -66,16 +75,17 @@ inline constexpr std::uint32_t kMaxSupportedDepth = 1024;
 
 // One step of the path to a placeholder while materializing; views live during the call only.
 struct PathStep {
-    std::string_view key;     // map key, when is_key
-    std::int64_t index = 0;   // list index, otherwise
+    std::string_view key;    // map key, when is_key
+    std::int64_t index = 0;  // list index, otherwise
     bool is_key = false;
 };
 
 // Supplies the Value that replaces each placeholder (placeholder-mode documents only).
 class PlaceholderBinder {
-public:
+  public:
     virtual ~PlaceholderBinder() = default;
-    [[nodiscard]] virtual Result<Value> bind(std::uint64_t index, std::span<const PathStep> path) = 0;
+    [[nodiscard]] virtual Result<Value> bind(std::uint64_t index,
+                                             std::span<const PathStep> path) = 0;
 };
 
 // The Value of the subtree at node i. Inline tensors get fresh aligned storage; placeholders

@@ -33,10 +33,10 @@ struct ArraySink {
 
 }  // namespace
 
-#define OMNI_PACK(call)                               \
-    do {                                              \
-        VectorSink sink{out_};                        \
-        msgpack::packer<VectorSink>(sink).call;       \
+#define OMNI_PACK(call)                         \
+    do {                                        \
+        VectorSink sink{out_};                  \
+        msgpack::packer<VectorSink>(sink).call; \
     } while (0)
 
 Status WireWriter::status() const {
@@ -80,8 +80,7 @@ void WireWriter::str(std::string_view text) {
 
 void WireWriter::bin(std::span<const std::uint8_t> bytes) {
     if (bytes.size() > kMaxMsgpackLength) {
-        return set_error(ErrorCode::out_of_range, "bytes value of " +
-                                                      std::to_string(bytes.size()) +
+        return set_error(ErrorCode::out_of_range, "bytes value of " + std::to_string(bytes.size()) +
                                                       " bytes exceeds the msgpack limit");
     }
     auto size = static_cast<std::uint32_t>(bytes.size());
@@ -125,12 +124,18 @@ void WireWriter::value(const Value& value, std::vector<CollectedTensor>* collect
 void WireWriter::value_at(const Value& value, std::vector<CollectedTensor>* collected,
                           std::vector<PathStep>& path, const TensorPath& base_path) {
     switch (value.kind()) {
-        case ValueKind::null: return nil();
-        case ValueKind::boolean: return boolean(*value.if_bool());
-        case ValueKind::integer: return integer(*value.if_int());
-        case ValueKind::floating: return float64(*value.if_float());
-        case ValueKind::string: return str(*value.if_string());
-        case ValueKind::bytes: return bin(value.if_bytes()->data);
+        case ValueKind::null:
+            return nil();
+        case ValueKind::boolean:
+            return boolean(*value.if_bool());
+        case ValueKind::integer:
+            return integer(*value.if_int());
+        case ValueKind::floating:
+            return float64(*value.if_float());
+        case ValueKind::string:
+            return str(*value.if_string());
+        case ValueKind::bytes:
+            return bin(value.if_bytes()->data);
         case ValueKind::list: {
             const List& list = *value.if_list();
             list_header(list.size());

@@ -20,7 +20,7 @@
 namespace omnirt::proto::detail {
 
 class WireWriter {
-public:
+  public:
     // Appends to `out`, which must outlive the writer.
     explicit WireWriter(std::vector<std::uint8_t>& out) : out_(&out) {}
 
@@ -48,7 +48,7 @@ public:
     [[nodiscard]] Status status() const;
     void set_error(ErrorCode code, std::string message);
 
-private:
+  private:
     struct PathStep {
         const std::string* key;  // null for a list index
         std::int64_t index;

@@ -38,7 +38,9 @@ std::vector<ControlMessage> random_messages(RandomValues& random) {
                                 .to_stage = random.string(),
                                 .relay_metadata = random.value(2, false)};
     switch (random.below(3)) {
-        case 0: data_ready.header = random_header(random); break;
+        case 0:
+            data_ready.header = random_header(random);
+            break;
         case 1:
             data_ready.header = random_header(random);
             data_ready.chunk_id = random.integer();
@@ -95,8 +97,8 @@ TEST(Messages, EnvelopeLayout) {
     ASSERT_TRUE(root.has_value());
     EXPECT_EQ(*root, Value(Map{{"v", 1}, {"type", "abort"}, {"request_id", "r"}, {"reason", "x"}}));
     // Unset optionals are omitted; the header travels as a nested map with the tree as bin.
-    auto data_ready = decode_value(encode_ok(DataReadyMessage{
-        .request_id = "r", .from_stage = "a", .to_stage = "b", .is_done = true}));
+    auto data_ready = decode_value(encode_ok(
+        DataReadyMessage{.request_id = "r", .from_stage = "a", .to_stage = "b", .is_done = true}));
     ASSERT_TRUE(data_ready.has_value());
     EXPECT_EQ(data_ready->find("chunk_id"), nullptr);
     EXPECT_EQ(data_ready->find("header"), nullptr);
@@ -113,12 +115,11 @@ TEST(Messages, EnvelopeLayout) {
     ASSERT_NE(wire, nullptr);
     EXPECT_EQ(*wire->find("tree"), Value(Bytes{{0x80}}));
     EXPECT_EQ(*wire->find("buffer_bytes"), Value(76));
-    EXPECT_EQ(wire->find("tensor_info")->as_list()[0],
-              Value(Map{{"path", List{"data", 2}},
-                        {"dtype", "bfloat16"},
-                        {"shape", List{2, 3}},
-                        {"offset", 64},
-                        {"nbytes", 12}}));
+    EXPECT_EQ(wire->find("tensor_info")->as_list()[0], Value(Map{{"path", List{"data", 2}},
+                                                                 {"dtype", "bfloat16"},
+                                                                 {"shape", List{2, 3}},
+                                                                 {"offset", 64},
+                                                                 {"nbytes", 12}}));
 }
 
 // Encodes a hand-built message map (Values can express any malformed message).
@@ -131,8 +132,8 @@ std::string decode_error(const Value& message) {
 }
 
 Value valid_data_ready() {
-    return Map{{"v", 1},           {"type", "data_ready"}, {"request_id", "r"},
-               {"from_stage", "a"}, {"to_stage", "b"},      {"is_done", false}};
+    return Map{{"v", 1},          {"type", "data_ready"}, {"request_id", "r"}, {"from_stage", "a"},
+               {"to_stage", "b"}, {"is_done", false}};
 }
 
 TEST(Messages, FieldErrorsNameTheFieldAndKinds) {
@@ -147,9 +148,8 @@ TEST(Messages, FieldErrorsNameTheFieldAndKinds) {
     message["header"] = Map{{"tree", Bytes{}}, {"tensor_info", List{Map{}}}, {"buffer_bytes", 0}};
     EXPECT_EQ(decode_error(message),
               "data_ready.header.tensor_info[0].path: missing field (expected list)");
-    message["header"] = Map{{"tree", Bytes{}},
-                            {"tensor_info", List{Map{{"path", List{1.5}}}}},
-                            {"buffer_bytes", 0}};
+    message["header"] = Map{
+        {"tree", Bytes{}}, {"tensor_info", List{Map{{"path", List{1.5}}}}}, {"buffer_bytes", 0}};
     EXPECT_EQ(decode_error(message),
               "data_ready.header.tensor_info[0].path[0]: expected string or int, got float");
     message["header"] = Map{{"tree", "not bytes"}, {"tensor_info", List{}}, {"buffer_bytes", 0}};
@@ -193,8 +193,7 @@ TEST(Messages, EnvelopeErrors) {
     auto truncated = decode_message(Bytes8{0x82, 0xa1, 'v'});
     ASSERT_FALSE(truncated.has_value());
     EXPECT_EQ(truncated.error().code, ErrorCode::data_loss);
-    EXPECT_NE(truncated.error().message.find("control message: truncated input"),
-              std::string::npos)
+    EXPECT_NE(truncated.error().message.find("control message: truncated input"), std::string::npos)
         << truncated.error().message;
 }
 
@@ -238,7 +237,8 @@ TEST(Messages, TruncationAndByteFlipsNeverCrash) {
             }
             for (int flip = 0; flip < 200; ++flip) {
                 Bytes8 mutated = bytes;
-                mutated[random.below(mutated.size())] ^= static_cast<std::uint8_t>(1 + random.below(255));
+                mutated[random.below(mutated.size())] ^=
+                    static_cast<std::uint8_t>(1 + random.below(255));
                 auto decoded = decode_message(mutated);
                 if (decoded.has_value()) {
                     auto again = decode_message(encode_ok(*decoded));
@@ -273,10 +273,10 @@ TEST(Messages, EncodingRefusesDeviceLessTensors) {
 // Not a pass/fail check (timings vary by machine and sanitizer): prints the cost of the hot
 // control-plane path so regressions are visible in the test log.
 TEST(Messages, SmallDataReadyTiming) {
-    StagePayload payload{.request_id = "req-000123",
-                         .request = {},
-                         .data = Map{{"hidden", Tensor::empty({16, 64}, DType::bf16).value()},
-                                     {"step", 3}}};
+    StagePayload payload{
+        .request_id = "req-000123",
+        .request = {},
+        .data = Map{{"hidden", Tensor::empty({16, 64}, DType::bf16).value()}, {"step", 3}}};
     auto encoded = encode_payload(payload).value();
     DataReadyMessage message{.request_id = "req-000123",
                              .from_stage = "thinker",

@@ -15,17 +15,34 @@
 namespace omnirt::proto::testing {
 
 class RandomValues {
-public:
+  public:
     explicit RandomValues(std::uint64_t seed) : rng_(seed) {}
 
     std::uint64_t below(std::uint64_t n) { return n == 0 ? 0 : rng_() % n; }
     bool chance(double p) { return std::uniform_real_distribution<double>(0, 1)(rng_) < p; }
 
     std::int64_t integer() {
-        static constexpr std::int64_t kEdges[] = {
-            0, 1, -1, 127, 128, -32, -33, 255, 256, -128, -129, 65535, 65536, -32768, -32769,
-            4294967295LL, 4294967296LL, -2147483648LL, -2147483649LL,
-            std::numeric_limits<std::int64_t>::max(), std::numeric_limits<std::int64_t>::min()};
+        static constexpr std::int64_t kEdges[] = {0,
+                                                  1,
+                                                  -1,
+                                                  127,
+                                                  128,
+                                                  -32,
+                                                  -33,
+                                                  255,
+                                                  256,
+                                                  -128,
+                                                  -129,
+                                                  65535,
+                                                  65536,
+                                                  -32768,
+                                                  -32769,
+                                                  4294967295LL,
+                                                  4294967296LL,
+                                                  -2147483648LL,
+                                                  -2147483649LL,
+                                                  std::numeric_limits<std::int64_t>::max(),
+                                                  std::numeric_limits<std::int64_t>::min()};
         if (chance(0.5)) return kEdges[below(std::size(kEdges))];
         return static_cast<std::int64_t>(rng_());
     }
@@ -49,8 +66,8 @@ public:
     }
 
     std::string string() {
-        static const char* kPieces[] = {"a", "key", "héllo", "日本語", "\xF0\x9F\x98\x80", "",
-                                        " ", "\"q\"", "x.y", "[0]"};
+        static const char* kPieces[] = {"a", "key", "héllo", "日本語", "\xF0\x9F\x98\x80",
+                                        "",  " ",   "\"q\"", "x.y",    "[0]"};
         std::string out;
         std::size_t pieces = below(5);
         for (std::size_t i = 0; i < pieces; ++i) out += kPieces[below(std::size(kPieces))];
@@ -115,13 +132,20 @@ public:
     Value value(int depth, bool tensors = true) {
         int kinds = depth > 0 ? 9 : 7;
         switch (below(kinds)) {
-            case 0: return Value();
-            case 1: return Value(chance(0.5));
-            case 2: return Value(integer());
-            case 3: return Value(floating());
-            case 4: return Value(string());
-            case 5: return Value(bytes());
-            case 6: return tensors && chance(0.5) ? Value(tensor()) : Value(integer());
+            case 0:
+                return Value();
+            case 1:
+                return Value(chance(0.5));
+            case 2:
+                return Value(integer());
+            case 3:
+                return Value(floating());
+            case 4:
+                return Value(string());
+            case 5:
+                return Value(bytes());
+            case 6:
+                return tensors && chance(0.5) ? Value(tensor()) : Value(integer());
             case 7: {
                 List list;
                 std::size_t n = chance(0.02) ? 20 + below(10) : below(5);
@@ -150,7 +174,7 @@ public:
 
     std::mt19937_64& rng() { return rng_; }
 
-private:
+  private:
     std::uint8_t dtype_byte(DType dtype) {
         auto b = static_cast<std::uint8_t>(rng_());
         return dtype == DType::boolean ? (b & 1) : b;

@@ -2,12 +2,39 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <limits>
+#include <new>
 
 #include "proto/random_values.h"
 
+// Counts the bytes operator new hands out on this thread while enabled, to prove that lying
+// size headers cost no allocation. (GCC flags the malloc/free inside replaced global operators
+// as mismatched wherever it inlines them; the pairing is correct.)
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+namespace {
+thread_local bool g_counting = false;
+thread_local std::size_t g_allocated = 0;
+}  // namespace
+
+void* operator new(std::size_t size) {
+    if (g_counting) g_allocated += size;
+    if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
+    throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+
 namespace omnirt::proto {
 namespace {
+
+std::size_t bytes_allocated_by(const auto& action) {
+    g_allocated = 0;
+    g_counting = true;
+    action();
+    g_counting = false;
+    return g_allocated;
+}
 
 using testing::RandomValues;
 using Bytes8 = std::vector<std::uint8_t>;
@@ -48,7 +75,9 @@ TEST(ValueCodec, RoundTripsTensorsOfEveryDtype) {
             const Tensor& out = decoded->as_tensor();
             EXPECT_TRUE(out.equals(tensor)) << to_string(dtype);
             // (core's is_contiguous() reports false for some 0-element shapes)
-            if (out.numel() > 0) EXPECT_TRUE(out.is_contiguous());
+            if (out.numel() > 0) {
+                EXPECT_TRUE(out.is_contiguous());
+            }
             EXPECT_EQ(reinterpret_cast<std::uintptr_t>(out.data()) % kTensorAlignment, 0u);
         }
         Tensor empty = Tensor::empty({0, 3}, dtype).value();
@@ -68,8 +97,8 @@ TEST(ValueCodec, WireLayoutOfScalarsMapsAndTensors) {
     EXPECT_EQ(encode_ok(Value(1.0)), (Bytes8{0xcb, 0x3f, 0xf0, 0, 0, 0, 0, 0, 0}));
     // ext 2: [dtype code][ndim][dims int64 LE][elements]
     Tensor t = Tensor::from_vector<std::int16_t>({1, 2}, {2});
-    EXPECT_EQ(encode_ok(Value(t)), (Bytes8{0xc7, 14, 2, static_cast<std::uint8_t>(DType::i16), 1,
-                                           2, 0, 0, 0, 0, 0, 0, 0, 1, 0, 2, 0}));
+    EXPECT_EQ(encode_ok(Value(t)), (Bytes8{0xc7, 14, 2, static_cast<std::uint8_t>(DType::i16), 1, 2,
+                                           0, 0, 0, 0, 0, 0, 0, 1, 0, 2, 0}));
 }
 
 TEST(ValueCodec, AcceptsFloat32AndRejectsLargeUnsigned) {
@@ -83,7 +112,8 @@ TEST(ValueCodec, AcceptsFloat32AndRejectsLargeUnsigned) {
 }
 
 TEST(ValueCodec, RejectsBadMapKeys) {
-    EXPECT_EQ(decode_error({0x81, 0x01, 0x02}), "map key is not a string (got int) at byte offset 1");
+    EXPECT_EQ(decode_error({0x81, 0x01, 0x02}),
+              "map key is not a string (got int) at byte offset 1");
     EXPECT_EQ(decode_error({0x81, 0x90, 0x02}),
               "map key is not a string (got list) at byte offset 1");
     EXPECT_EQ(decode_error({0x82, 0xa1, 'x', 0x01, 0xa1, 'x', 0x02}),
@@ -95,7 +125,8 @@ TEST(ValueCodec, FindsDuplicateKeysInUnsortedMaps) {
               "duplicate map key 'b' at byte offset 8");
     // A large map in descending key order switches to a key set; the repeat is still found.
     Bytes8 large{0xde, 0x00, 41};
-    for (int i = 39; i >= 0; --i) large.insert(large.end(), {0xa2, 'k', std::uint8_t('0' + i), 0xc0});
+    for (int i = 39; i >= 0; --i)
+        large.insert(large.end(), {0xa2, 'k', std::uint8_t('0' + i), 0xc0});
     large.insert(large.end(), {0xa2, 'k', '7', 0xc0});
     EXPECT_NE(decode_error(large).find("duplicate map key 'k7'"), std::string::npos);
     // Without the repeat the unsorted map decodes, and re-encodes in key order.
@@ -112,7 +143,8 @@ TEST(ValueCodec, ReportsTruncationAndTrailingBytes) {
     EXPECT_EQ(decode_error({0x92, 0x01}),
               "truncated input: list declares 2 elements but at most 1 bytes remain at byte "
               "offset 0");
-    EXPECT_EQ(decode_error({0xa3, 'a'}), "truncated input: 2 bytes end inside a value at byte offset 1");
+    EXPECT_EQ(decode_error({0xa3, 'a'}),
+              "truncated input: 2 bytes end inside a value at byte offset 1");
     EXPECT_EQ(decode_error({0x01, 0x02}),
               "trailing bytes after value: the value ends at byte 1 of 2");
     EXPECT_EQ(decode_error({0xc1}), "invalid msgpack type byte 0xc1 at byte offset 0");
@@ -157,6 +189,9 @@ TEST(ValueCodec, RandomByteFlipsNeverCrash) {
 }
 
 TEST(ValueCodec, HugeDeclaredSizesDoNotAllocate) {
+    // The counter works: an honest list of 1000 elements does allocate.
+    Bytes8 honest = encode_ok(Value(List(1000, Value(1))));
+    EXPECT_GT(bytes_allocated_by([&] { (void)decode_value(honest); }), 1000u * sizeof(Value));
     // array32, map32, str32, bin32, ext32 declaring ~4 GiB with a handful of bytes.
     for (Bytes8 bytes : {Bytes8{0xdd, 0xff, 0xff, 0xff, 0xff, 0x01},
                          Bytes8{0xdf, 0xff, 0xff, 0xff, 0xff, 0xa1, 'a'},
@@ -164,15 +199,19 @@ TEST(ValueCodec, HugeDeclaredSizesDoNotAllocate) {
                          Bytes8{0xc6, 0xff, 0xff, 0xff, 0xfe, 0x00},
                          Bytes8{0xc9, 0xff, 0xff, 0xff, 0xfe, 0x02, 0x00},
                          Bytes8{0x91, 0xdd, 0x7f, 0xff, 0xff, 0xff}}) {
-        auto decoded = decode_value(bytes);
+        Result<Value> decoded = Value();
+        const std::size_t allocated = bytes_allocated_by([&] { decoded = decode_value(bytes); });
         ASSERT_FALSE(decoded.has_value());
         EXPECT_NE(decoded.error().message.find("truncated"), std::string::npos)
             << decoded.error().message;
+        EXPECT_LT(allocated, 4096u) << decoded.error().message;
     }
     // Nested lists each declaring 65535 elements: refused once the input cannot hold them.
     Bytes8 nested;
     for (int i = 0; i < 40; ++i) nested.insert(nested.end(), {0xdc, 0xff, 0xff});
-    EXPECT_NE(decode_error(nested).find("truncated"), std::string::npos);
+    std::string error;
+    EXPECT_LT(bytes_allocated_by([&] { error = decode_error(nested); }), 8192u);
+    EXPECT_NE(error.find("truncated"), std::string::npos) << error;
 }
 
 TEST(ValueCodec, DepthBombIsRefused) {
@@ -203,8 +242,8 @@ TEST(ValueCodec, EnforcesLimits) {
               std::string::npos);
     EXPECT_NE(decode_error(list, {.max_total_bytes = 3}).find("input of 4 bytes"),
               std::string::npos);
-    Bytes8 tensors = encode_ok(Value(List{Tensor::from_vector<float>({1, 2}),
-                                          Tensor::from_vector<float>({3})}));
+    Bytes8 tensors =
+        encode_ok(Value(List{Tensor::from_vector<float>({1, 2}), Tensor::from_vector<float>({3})}));
     EXPECT_NE(decode_error(tensors, {.max_tensors = 1}).find("more than 1 tensors"),
               std::string::npos);
     EXPECT_NE(decode_error(tensors, {.max_tensor_bytes = 4}).find("tensor of 8 bytes"),
@@ -215,14 +254,20 @@ TEST(ValueCodec, EnforcesLimits) {
 // ext 2 body: [dtype][ndim][dims...][data]
 Bytes8 inline_tensor(std::uint8_t dtype, std::vector<std::int64_t> dims, std::size_t data_bytes,
                      std::uint8_t fill = 0) {
-    Bytes8 body{dtype, static_cast<std::uint8_t>(dims.size())};
+    // ext16 header, then the body.
+    const std::size_t body_size = 2 + 8 * dims.size() + data_bytes;
+    Bytes8 out{0xc8,
+               static_cast<std::uint8_t>(body_size >> 8),
+               static_cast<std::uint8_t>(body_size),
+               0x02,
+               dtype,
+               static_cast<std::uint8_t>(dims.size())};
     for (std::int64_t d : dims) {
-        for (int b = 0; b < 8; ++b) body.push_back(static_cast<std::uint8_t>(static_cast<std::uint64_t>(d) >> (8 * b)));
+        for (int b = 0; b < 8; ++b) {
+            out.push_back(static_cast<std::uint8_t>(static_cast<std::uint64_t>(d) >> (8 * b)));
+        }
     }
-    body.insert(body.end(), data_bytes, fill);
-    Bytes8 out{0xc8, static_cast<std::uint8_t>(body.size() >> 8),
-               static_cast<std::uint8_t>(body.size()), 0x02};
-    out.insert(out.end(), body.begin(), body.end());
+    out.resize(out.size() + data_bytes, fill);
     return out;
 }
 
@@ -231,9 +276,9 @@ TEST(ValueCodec, ValidatesInlineTensors) {
     EXPECT_TRUE(decode_value(inline_tensor(f32, {2, 3}, 24)).has_value());
     EXPECT_NE(decode_error(inline_tensor(99, {2}, 8)).find("dtype code 99 is out of range"),
               std::string::npos);
-    EXPECT_NE(decode_error(inline_tensor(f32, std::vector<std::int64_t>(17, 1), 4))
-                  .find("17 dimensions"),
-              std::string::npos);
+    EXPECT_NE(
+        decode_error(inline_tensor(f32, std::vector<std::int64_t>(17, 1), 4)).find("17 dimensions"),
+        std::string::npos);
     EXPECT_NE(decode_error(inline_tensor(f32, {-2}, 0)).find("negative"), std::string::npos);
     EXPECT_NE(decode_error(inline_tensor(f32, {2, 3}, 20))
                   .find("6 float32 elements carries 20 data bytes"),
@@ -242,6 +287,9 @@ TEST(ValueCodec, ValidatesInlineTensors) {
                   .find("overflows"),
               std::string::npos);
     EXPECT_NE(decode_error(inline_tensor(f32, {1LL << 62}, 0)).find("carries 0 data bytes"),
+              std::string::npos);
+    // Zero elements, but row-major strides that overflow int64.
+    EXPECT_NE(decode_error(inline_tensor(f32, {1LL << 62, 0, 4}, 0)).find("overflow int64 strides"),
               std::string::npos);
     const auto boolean = static_cast<std::uint8_t>(DType::boolean);
     EXPECT_NE(decode_error(inline_tensor(boolean, {3}, 3, 2)).find("bool tensor holds the byte 2"),
