@@ -178,8 +178,10 @@ void Engine::wait_for_events() {
 
 void Engine::shut_down() {
     const std::string reason = "the ucx relay was closed";
-    for (auto& [id, transfer] : outgoing_) transfer.done->set(fail(ErrorCode::aborted, reason));
-    outgoing_.clear();
+    while (!outgoing_.empty()) {
+        release(std::move(outgoing_.extract(outgoing_.begin()).mapped()))
+            ->set(fail(ErrorCode::aborted, reason));
+    }
     for (auto& [id, read] : reads_) read->read.done->set(fail(ErrorCode::aborted, reason));
     for (auto& [key, peer] : peers_) {
         peer->retired = true;

@@ -18,6 +18,9 @@ struct CompletionMessage {
     std::int64_t transfer_id = 0;
 };
 
+// Drops a transfer's memory and credit; returns its completion for the caller to set.
+[[nodiscard]] std::shared_ptr<Completion> release(OutgoingTransfer transfer);
+
 // Endpoints to one sender's worker.
 struct Engine::Peer {
     std::string key;     // the worker address bytes

@@ -7,6 +7,14 @@
 
 namespace omnirt::relay::ucx {
 
+std::shared_ptr<Completion> release(OutgoingTransfer transfer) {
+    auto done = std::move(transfer.done);
+    // Explicitly: a by-value parameter may outlive the call until the caller's full-expression.
+    transfer.source = Tensor();
+    transfer.credit.reset();
+    return done;
+}
+
 Result<Engine::Peer*> Engine::peer_for(const TransferDescriptor& descriptor) {
     std::string key(descriptor.address.begin(), descriptor.address.end());
     if (auto it = peers_.find(key); it != peers_.end()) return it->second.get();
@@ -154,8 +162,10 @@ bool Engine::handle_events() {
             spdlog::debug("ucx relay: completion for unknown transfer {}", id);
             continue;
         }
-        it->second.done->set(ok_status());
-        outgoing_.erase(it);  // returns the credit and releases the memory
+        // Memory and credit go back before the put learns of it, so a caller that saw the
+        // confirmation finds the credit free.
+        auto done = release(std::move(outgoing_.extract(it).mapped()));
+        done->set(ok_status());
     }
     for (auto [read_id, status] : finished) finish_read(read_id, status);
     for (auto [ep, status] : failed) {
@@ -196,11 +206,15 @@ void Engine::release_retired_peers() {
 }
 
 void Engine::abort_request(const std::string& request_id, const std::string& reason) {
-    std::erase_if(outgoing_, [&](auto& entry) {
-        if (entry.second.request_id != request_id) return false;
-        entry.second.done->set(fail(ErrorCode::aborted, reason));
-        return true;
-    });
+    for (auto it = outgoing_.begin(); it != outgoing_.end();) {
+        if (it->second.request_id != request_id) {
+            ++it;
+            continue;
+        }
+        auto next = std::next(it);
+        release(std::move(outgoing_.extract(it).mapped()))->set(fail(ErrorCode::aborted, reason));
+        it = next;
+    }
     // A read UCX is still writing stays in the table (holding its destination) until it ends.
     for (auto& [id, pending] : reads_) {
         if (pending->read.request_id == request_id) {
