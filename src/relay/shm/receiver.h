@@ -1,0 +1,66 @@
+#pragma once
+// The receiving half of an shm relay: maps each peer's pool once (a cache keyed by segment
+// name), validates metadata against the mapped segment, and either copies into a destination
+// or hands out a read-only view whose release returns the sender's credit.
+//
+// Thread safety: every member may be called from any thread. get() copies on the calling
+// thread before it returns (copy mode); zero-copy gets never touch the payload.
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/error.h"
+#include "core/tensor.h"
+#include "relay/relay.h"
+#include "relay/shm/metadata.h"
+#include "relay/shm/pool.h"
+
+namespace omnirt::relay::shm {
+
+struct ReceiverOptions {
+    std::string relay_name;
+    bool zero_copy = false;
+};
+
+class Receiver {
+public:
+    explicit Receiver(ReceiverOptions options) : options_(std::move(options)) {}
+    Receiver(const Receiver&) = delete;
+    Receiver& operator=(const Receiver&) = delete;
+
+    [[nodiscard]] Result<std::unique_ptr<GetOperation>> get(const Value& metadata, Tensor dest,
+                                                            const std::string& request_id);
+    void cleanup(const std::string& request_id);
+    void close();
+    // Peer pools currently mapped (for tests and stats).
+    [[nodiscard]] std::size_t mapped_pools() const;
+
+    // The state a get operation shares with the receiver, so cleanup can abort it.
+    struct GetState {
+        std::mutex mutex;
+        bool aborted = false;
+        Tensor tensor;
+    };
+
+private:
+    [[nodiscard]] Result<std::shared_ptr<Pool>> pool_for(const TransferMetadata& metadata);
+    [[nodiscard]] Result<Tensor> read_slot(const TransferMetadata& metadata, Tensor dest);
+    [[nodiscard]] Result<Tensor> read_dedicated(const TransferMetadata& metadata, Tensor dest);
+    // Forgets the pools of a dead sender and unlinks its segments.
+    void forget_owner(pid_t owner);
+    [[nodiscard]] bool zero_copy_into(const Tensor& dest) const {
+        return options_.zero_copy && !dest.defined();
+    }
+
+    ReceiverOptions options_;
+    mutable std::mutex mutex_;
+    bool closed_ = false;
+    std::unordered_map<std::string, std::shared_ptr<Pool>> pools_;
+    std::unordered_map<std::string, std::vector<std::weak_ptr<GetState>>> pending_;
+    std::size_t tracked_gets_ = 0;
+    std::size_t prune_threshold_ = 1024;
+};
+
+}  // namespace omnirt::relay::shm

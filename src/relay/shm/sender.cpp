@@ -1,0 +1,387 @@
+#include "relay/shm/sender.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <random>
+
+#include "relay/shm/copy.h"
+#include "relay/shm/metadata.h"
+
+namespace omnirt::relay::shm {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+class ShmPutOperation final : public PutOperation {
+public:
+    ShmPutOperation(std::shared_ptr<Transfer> transfer, Value metadata,
+                    std::chrono::nanoseconds liveness_interval)
+        : transfer_(std::move(transfer)), metadata_(std::move(metadata)),
+          liveness_interval_(liveness_interval) {}
+    const Value& metadata() const override { return metadata_; }
+    Status wait_for_completion(Duration timeout) override {
+        return transfer_->wait(timeout, liveness_interval_);
+    }
+
+private:
+    std::shared_ptr<Transfer> transfer_;
+    Value metadata_;
+    std::chrono::nanoseconds liveness_interval_;
+};
+
+std::uint64_t random_pool_id() {
+    std::random_device device;
+    std::uint64_t id = (std::uint64_t{device()} << 32) | device();
+    return id & 0x3fffffffffffffffULL;
+}
+
+// now + timeout without overflowing for "wait forever" timeouts.
+Clock::time_point deadline_after(std::chrono::nanoseconds timeout) {
+    auto now = Clock::now();
+    if (timeout <= std::chrono::nanoseconds::zero()) return now;
+    if (timeout > Clock::time_point::max() - now) return Clock::time_point::max();
+    return now + timeout;
+}
+
+bool reader_died(pid_t reader) {
+    return reader != 0 && reader != ::getpid() && !process_alive(reader);
+}
+
+}  // namespace
+
+bool Transfer::finished() const {
+    if (pool_) return pool_->finished(ticket_);
+    auto state = DedicatedSegment::state_of(dedicated_->state_word());
+    return state == DedicatedState::done || state == DedicatedState::aborted;
+}
+
+void Transfer::abort() {
+    if (aborted_.exchange(true)) return;
+    if (pool_) {
+        pool_->abandon(ticket_);
+    } else {
+        dedicated_->abort();
+        dedicated_->segment().unlink();
+    }
+}
+
+Status Transfer::wait(std::chrono::nanoseconds timeout,
+                      std::chrono::nanoseconds liveness_interval) {
+    const auto deadline = deadline_after(timeout);
+    while (true) {
+        if (aborted_.load()) {
+            return fail(ErrorCode::aborted,
+                        "shm transfer was cleaned up (cleanup(request_id) or close())");
+        }
+        std::uint32_t observed = 0;
+        if (pool_) {
+            observed = pool_->word(ticket_.slot);
+            if (pool_->finished(ticket_)) return {};
+            if (SlotWord::state(observed) == SlotState::claimed &&
+                reader_died(pool_->reader_pid(ticket_.slot))) {
+                pool_->reclaim_from_dead_readers();
+                return fail(ErrorCode::unavailable,
+                            "the receiver process died while reading the shm transfer");
+            }
+        } else {
+            observed = dedicated_->state_word();
+            auto state = DedicatedSegment::state_of(observed);
+            if (state == DedicatedState::done) {
+                dedicated_->segment().unlink();
+                return {};
+            }
+            if (state == DedicatedState::claimed && reader_died(dedicated_->reader_pid())) {
+                dedicated_->segment().unlink();
+                return fail(ErrorCode::unavailable,
+                            "the receiver process died while reading the shm transfer");
+            }
+        }
+        auto now = Clock::now();
+        if (now >= deadline) {
+            return fail(ErrorCode::deadline_exceeded,
+                        "the receiver did not finish reading the shm transfer in time");
+        }
+        auto slice = std::min<std::chrono::nanoseconds>(deadline - now, liveness_interval);
+        if (pool_) {
+            pool_->wait_for_word_change(ticket_.slot, observed, slice);
+        } else {
+            dedicated_->wait_for_change(observed, slice);
+        }
+    }
+}
+
+Result<std::shared_ptr<Sender>> Sender::create(SenderOptions options) {
+    SegmentName name{.instance = options.instance,
+                     .pid = ::getpid(),
+                     .relay = options.relay_name,
+                     .serial = next_segment_serial()};
+    OMNI_TRY(auto pool, Pool::create(format_segment_name(name), options.slot_bytes,
+                                     options.credits, random_pool_id()));
+    return std::shared_ptr<Sender>(new Sender(std::move(options), std::move(pool)));
+}
+
+Sender::Sender(SenderOptions options, std::shared_ptr<Pool> pool)
+    : options_(std::move(options)), pool_(std::move(pool)) {
+    prune_threshold_ = 4 * static_cast<std::size_t>(options_.credits) + 256;
+}
+
+Sender::~Sender() { close(); }
+
+std::string Sender::next_segment_name() const {
+    return format_segment_name({.instance = options_.instance,
+                                .pid = ::getpid(),
+                                .relay = options_.relay_name,
+                                .serial = next_segment_serial()});
+}
+
+Status Sender::check_open() const {
+    if (closed_) {
+        return fail(ErrorCode::failed_precondition,
+                    "shm relay '" + options_.relay_name + "' is closed");
+    }
+    return {};
+}
+
+Result<SlotTicket> Sender::acquire_slot(const std::string& request_id) {
+    if (auto ticket = pool_->try_acquire()) return *ticket;
+    CreditWaiter waiter{.request_id = &request_id};
+    std::list<CreditWaiter*>::iterator registration;
+    {
+        std::lock_guard lock(mutex_);
+        registration = credit_waiters_.insert(credit_waiters_.end(), &waiter);
+    }
+    struct Unregister {
+        Sender* sender;
+        std::list<CreditWaiter*>::iterator registration;
+        ~Unregister() {
+            std::lock_guard lock(sender->mutex_);
+            sender->credit_waiters_.erase(registration);
+        }
+    } unregister{this, registration};
+
+    const auto deadline = deadline_after(options_.credit_wait);
+    while (true) {
+        {
+            std::lock_guard lock(mutex_);
+            if (closed_ || waiter.aborted) {
+                return fail(ErrorCode::aborted,
+                            std::string("shm put was aborted while waiting for a credit: ") +
+                                (closed_ ? "the relay was closed" : "its request was cleaned up"));
+            }
+        }
+        const std::uint32_t observed = pool_->credit_signal();
+        if (auto ticket = pool_->try_acquire()) return *ticket;
+        auto now = Clock::now();
+        if (now >= deadline) {
+            return fail(ErrorCode::deadline_exceeded,
+                        "no shm credit came back in time: all " +
+                            std::to_string(options_.credits) + " slots of relay '" +
+                            options_.relay_name + "' hold transfers no receiver has released");
+        }
+        pool_->wait_for_credit(
+            observed, std::min<std::chrono::nanoseconds>(deadline - now, options_.liveness_interval));
+        if (pool_->credit_signal() == observed) pool_->reclaim_from_dead_readers();
+    }
+}
+
+Result<Tensor> Sender::allocate_send_buffer(std::size_t nbytes) {
+    {
+        std::lock_guard lock(mutex_);
+        OMNI_RETURN_IF_ERROR(check_open());
+    }
+    SendBuffer buffer;
+    std::byte* data = nullptr;
+    if (nbytes <= options_.slot_bytes) {
+        OMNI_TRY(SlotTicket ticket, acquire_slot(std::string()));
+        buffer.ticket = ticket;
+        data = pool_->slot_data(ticket.slot);
+    } else {
+        OMNI_TRY(buffer.dedicated, DedicatedSegment::create(next_segment_name(), nbytes));
+        data = buffer.dedicated->payload();
+    }
+    std::lock_guard lock(mutex_);
+    if (closed_) {
+        if (buffer.ticket) pool_->cancel_write(*buffer.ticket);
+        return fail(ErrorCode::aborted, "shm relay '" + options_.relay_name +
+                                            "' was closed while allocating a send buffer");
+    }
+    buffer.serial = ++next_buffer_serial_;
+    auto storage = Storage::wrap(
+        data, nbytes, Device::cpu(),
+        // The dedicated mapping stays while the tensor does, even after its transfer ended.
+        [self = shared_from_this(), serial = buffer.serial,
+         mapping = buffer.dedicated](std::byte* released) {
+            self->drop_send_buffer(released, serial);
+        },
+        /*read_only=*/false);
+    buffer.storage = storage.get();
+    send_buffers_[data] = std::move(buffer);
+    return Tensor::from_storage(std::move(storage), DType::u8,
+                                {static_cast<std::int64_t>(nbytes)});
+}
+
+void Sender::drop_send_buffer(const std::byte* data, std::uint64_t serial) {
+    SendBuffer buffer;
+    {
+        std::lock_guard lock(mutex_);
+        auto it = send_buffers_.find(data);
+        if (it == send_buffers_.end() || it->second.serial != serial) return;  // put took it
+        buffer = std::move(it->second);
+        send_buffers_.erase(it);
+    }
+    if (buffer.ticket) pool_->cancel_write(*buffer.ticket);
+    if (buffer.dedicated) {
+        buffer.dedicated->abort();
+        buffer.dedicated->segment().unlink();
+    }
+}
+
+std::optional<Sender::SendBuffer> Sender::take_send_buffer(const Tensor& tensor) {
+    if (!tensor.defined() || !tensor.is_contiguous()) return std::nullopt;
+    const Storage* storage = tensor.storage().get();
+    std::lock_guard lock(mutex_);
+    auto it = send_buffers_.find(storage->data());
+    if (it == send_buffers_.end() || it->second.storage != storage) return std::nullopt;
+    SendBuffer buffer = std::move(it->second);
+    send_buffers_.erase(it);
+    return buffer;
+}
+
+Result<std::unique_ptr<PutOperation>> Sender::put(const Tensor& tensor,
+                                                  const std::string& request_id) {
+    {
+        std::lock_guard lock(mutex_);
+        OMNI_RETURN_IF_ERROR(check_open());
+    }
+    if (!tensor.defined()) {
+        return fail(ErrorCode::invalid_argument, "shm put_async needs a defined tensor");
+    }
+    if (!tensor.device().is_cpu()) {
+        return fail(ErrorCode::invalid_argument,
+                    "shm relay moves host tensors only, got one on " + tensor.device().to_string());
+    }
+    const std::uint64_t nbytes = tensor.nbytes();
+    TransferMetadata metadata{.segment = pool_->segment()->name(),
+                              .owner_pid = ::getpid(),
+                              .nbytes = nbytes,
+                              .pool_id = pool_->pool_id()};
+    std::shared_ptr<Transfer> transfer;
+    if (auto buffer = take_send_buffer(tensor)) {
+        // The tensor already is shared memory: publish it in place, moving no bytes.
+        if (buffer->ticket) {
+            metadata.offset = pool_->geometry().slot_begin(buffer->ticket->slot) +
+                              tensor.storage_offset();
+            pool_->post(*buffer->ticket, metadata.offset, nbytes);
+            metadata.slot = buffer->ticket->slot;
+            metadata.generation = buffer->ticket->generation;
+            transfer = std::make_shared<Transfer>(pool_, *buffer->ticket);
+        } else {
+            metadata.kind = TransferKind::dedicated;
+            metadata.segment = buffer->dedicated->segment().name();
+            metadata.offset = DedicatedSegment::payload_offset() + tensor.storage_offset();
+            buffer->dedicated->post(metadata.offset, nbytes);
+            transfer = std::make_shared<Transfer>(std::move(buffer->dedicated));
+        }
+    } else if (nbytes <= options_.slot_bytes) {
+        OMNI_TRY(SlotTicket ticket, acquire_slot(request_id));
+        std::byte* slot = pool_->slot_data(ticket.slot);
+        if (tensor.is_contiguous()) {
+            copy_bytes(slot, tensor.data(), nbytes);
+        } else {
+            tensor.copy_to(std::span<std::byte>(slot, nbytes));
+        }
+        metadata.offset = pool_->geometry().slot_begin(ticket.slot);
+        metadata.slot = ticket.slot;
+        metadata.generation = ticket.generation;
+        pool_->post(ticket, metadata.offset, nbytes);
+        transfer = std::make_shared<Transfer>(pool_, ticket);
+    } else {
+        OMNI_TRY(auto dedicated, DedicatedSegment::create(next_segment_name(), nbytes));
+        if (tensor.is_contiguous()) {
+            copy_bytes(dedicated->payload(), tensor.data(), nbytes);
+        } else {
+            tensor.copy_to(std::span<std::byte>(dedicated->payload(), nbytes));
+        }
+        metadata.kind = TransferKind::dedicated;
+        metadata.segment = dedicated->segment().name();
+        metadata.offset = DedicatedSegment::payload_offset();
+        dedicated->post(metadata.offset, nbytes);
+        transfer = std::make_shared<Transfer>(std::move(dedicated));
+    }
+    return publish(std::move(transfer), metadata.to_value(), request_id);
+}
+
+Result<std::unique_ptr<PutOperation>> Sender::publish(std::shared_ptr<Transfer> transfer,
+                                                      Value metadata,
+                                                      const std::string& request_id) {
+    {
+        std::lock_guard lock(mutex_);
+        if (!closed_) {
+            requests_[request_id].push_back(transfer);
+            if (++tracked_transfers_ > prune_threshold_) prune_finished();
+            return std::make_unique<ShmPutOperation>(std::move(transfer), std::move(metadata),
+                                                     options_.liveness_interval);
+        }
+    }
+    transfer->abort();
+    return fail(ErrorCode::aborted,
+                "shm relay '" + options_.relay_name + "' was closed during put_async");
+}
+
+void Sender::prune_finished() {
+    tracked_transfers_ = 0;
+    for (auto it = requests_.begin(); it != requests_.end();) {
+        auto& transfers = it->second;
+        std::erase_if(transfers, [](const auto& transfer) { return transfer->finished(); });
+        tracked_transfers_ += transfers.size();
+        it = transfers.empty() ? requests_.erase(it) : std::next(it);
+    }
+    prune_threshold_ = std::max(prune_threshold_, 2 * tracked_transfers_);
+}
+
+void Sender::cleanup(const std::string& request_id) {
+    std::vector<std::shared_ptr<Transfer>> transfers;
+    bool woke_waiter = false;
+    {
+        std::lock_guard lock(mutex_);
+        if (auto it = requests_.find(request_id); it != requests_.end()) {
+            transfers = std::move(it->second);
+            tracked_transfers_ -= transfers.size();
+            requests_.erase(it);
+        }
+        for (CreditWaiter* waiter : credit_waiters_) {
+            if (*waiter->request_id == request_id) woke_waiter = waiter->aborted = true;
+        }
+    }
+    for (const auto& transfer : transfers) transfer->abort();
+    if (woke_waiter) pool_->signal_credit();
+}
+
+void Sender::close() {
+    std::vector<std::shared_ptr<Transfer>> transfers;
+    std::vector<std::shared_ptr<DedicatedSegment>> buffers;
+    {
+        std::lock_guard lock(mutex_);
+        if (closed_) return;
+        closed_ = true;
+        for (auto& [request_id, list] : requests_) {
+            for (auto& transfer : list) transfers.push_back(std::move(transfer));
+        }
+        requests_.clear();
+        tracked_transfers_ = 0;
+        for (auto& [data, buffer] : send_buffers_) {
+            if (buffer.dedicated) buffers.push_back(std::move(buffer.dedicated));
+        }
+        send_buffers_.clear();
+    }
+    for (const auto& transfer : transfers) transfer->abort();
+    for (const auto& buffer : buffers) {
+        buffer->abort();
+        buffer->segment().unlink();
+    }
+    pool_->mark_closed();  // wakes credit waiters, which see closed_
+    pool_->segment()->unlink();
+}
+
+}  // namespace omnirt::relay::shm

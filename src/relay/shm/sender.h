@@ -1,0 +1,118 @@
+#pragma once
+// The sending half of an shm relay: owns the relay's credit pool and the dedicated segments of
+// payloads larger than a slot, hands out send buffers that are slots, and tracks transfers by
+// request so that cleanup and close can abort them.
+//
+// Thread safety: every member may be called from any thread. put() blocks while the pool is
+// out of credits (backpressure), up to `credit_wait`.
+#include <atomic>
+#include <chrono>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/error.h"
+#include "core/tensor.h"
+#include "relay/relay.h"
+#include "relay/shm/dedicated.h"
+#include "relay/shm/pool.h"
+
+namespace omnirt::relay::shm {
+
+struct SenderOptions {
+    std::string instance;    // sanitized instance tag
+    std::string relay_name;  // sanitized relay name
+    std::uint64_t slot_bytes = 0;
+    std::int64_t credits = 0;
+    std::chrono::nanoseconds credit_wait{};
+    // How often a waiting sender checks whether a reader holding its memory has died.
+    std::chrono::nanoseconds liveness_interval{};
+};
+
+// One posted payload: a pool slot or a dedicated segment. Shared by the put operation and the
+// sender's request table.
+class Transfer {
+public:
+    Transfer(std::shared_ptr<Pool> pool, SlotTicket ticket)
+        : pool_(std::move(pool)), ticket_(ticket) {}
+    explicit Transfer(std::shared_ptr<DedicatedSegment> dedicated)
+        : dedicated_(std::move(dedicated)) {}
+
+    // The receiver has finished reading (or the sender freed the memory).
+    [[nodiscard]] bool finished() const;
+    // Makes waits fail with aborted and gives the memory back as soon as no reader holds it;
+    // unlinks a dedicated segment. Idempotent.
+    void abort();
+    // Blocks until finished: deadline_exceeded, aborted, or unavailable when the reader died.
+    [[nodiscard]] Status wait(std::chrono::nanoseconds timeout,
+                              std::chrono::nanoseconds liveness_interval);
+
+private:
+    std::shared_ptr<Pool> pool_;
+    SlotTicket ticket_;
+    std::shared_ptr<DedicatedSegment> dedicated_;
+    std::atomic<bool> aborted_{false};
+};
+
+class Sender : public std::enable_shared_from_this<Sender> {
+public:
+    [[nodiscard]] static Result<std::shared_ptr<Sender>> create(SenderOptions options);
+    Sender(const Sender&) = delete;
+    Sender& operator=(const Sender&) = delete;
+    ~Sender();
+
+    [[nodiscard]] Result<Tensor> allocate_send_buffer(std::size_t nbytes);
+    [[nodiscard]] Result<std::unique_ptr<PutOperation>> put(const Tensor& tensor,
+                                                            const std::string& request_id);
+    void cleanup(const std::string& request_id);
+    void close();
+
+    [[nodiscard]] const std::string& pool_name() const { return pool_->segment()->name(); }
+    // Calls currently waiting for a credit.
+    [[nodiscard]] std::size_t blocked_senders() const {
+        std::lock_guard lock(mutex_);
+        return credit_waiters_.size();
+    }
+
+private:
+    // An outstanding allocate_send_buffer() result, keyed by its storage's data pointer.
+    struct SendBuffer {
+        const Storage* storage = nullptr;
+        std::uint64_t serial = 0;
+        std::optional<SlotTicket> ticket;
+        std::shared_ptr<DedicatedSegment> dedicated;
+    };
+    // A put() waiting for a credit; cleanup and close flag it.
+    struct CreditWaiter {
+        const std::string* request_id;
+        bool aborted = false;
+    };
+
+    Sender(SenderOptions options, std::shared_ptr<Pool> pool);
+    [[nodiscard]] std::string next_segment_name() const;
+    [[nodiscard]] Result<SlotTicket> acquire_slot(const std::string& request_id);
+    [[nodiscard]] Status check_open() const;  // caller holds mutex_
+    void drop_send_buffer(const std::byte* data, std::uint64_t serial);
+    // Takes the send buffer `tensor` lives in out of the table, if it is one.
+    [[nodiscard]] std::optional<SendBuffer> take_send_buffer(const Tensor& tensor);
+    [[nodiscard]] Result<std::unique_ptr<PutOperation>> publish(
+        std::shared_ptr<Transfer> transfer, Value metadata, const std::string& request_id);
+    void prune_finished();  // caller holds mutex_
+
+    SenderOptions options_;
+    std::shared_ptr<Pool> pool_;
+
+    mutable std::mutex mutex_;
+    bool closed_ = false;
+    std::uint64_t next_buffer_serial_ = 0;
+    std::unordered_map<const std::byte*, SendBuffer> send_buffers_;
+    std::unordered_map<std::string, std::vector<std::shared_ptr<Transfer>>> requests_;
+    std::size_t tracked_transfers_ = 0;
+    std::size_t prune_threshold_ = 0;
+    std::list<CreditWaiter*> credit_waiters_;
+};
+
+}  // namespace omnirt::relay::shm
