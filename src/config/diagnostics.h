@@ -19,7 +19,6 @@ struct Diagnostic {
     // "<file>:<line>:<col>: stage '<stage>': field '<field>': <message>"; the stage and field
     // parts are left out when empty.
     [[nodiscard]] std::string to_string() const;
-    friend bool operator==(const Diagnostic&, const Diagnostic&) = default;
 };
 
 // Sorts into source order (line, then column; diagnostics without a line, such as those of

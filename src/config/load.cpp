@@ -108,11 +108,11 @@ LoadReport load(std::string_view text, const std::string& source, const fs::path
         // A document that is not a map has nothing to validate.
         if (root.is_map()) {
             Registry& registry = options.registry ? *options.registry : Registry::global();
-            bool plugins_loaded = resolve_and_load_plugins(config, base_dir, options, registry, out);
+            bool plugins_loaded =
+                resolve_and_load_plugins(config, base_dir, options, registry, out);
             // Without a plugin its names are unknown; the plugin's own error says why.
             ValidateOptions validate_options{
-                .check_registry = options.check_registry && plugins_loaded,
-                .registry = &registry};
+                .check_registry = options.check_registry && plugins_loaded, .registry = &registry};
             append_validation(parse_diagnostics, validate_pipeline(config, validate_options), out);
         }
         sort_diagnostics(out);

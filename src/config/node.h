@@ -32,8 +32,8 @@ struct ConfigMapEntry;
 
 struct ConfigNode {
     NodeKind kind = NodeKind::null;
-    std::string text;     // scalar: the text after YAML unescaping
-    bool quoted = false;  // scalar: '...', "..." or !!str; always a string
+    std::string text;                     // scalar: the text after YAML unescaping
+    bool quoted = false;                  // scalar: '...', "..." or !!str; always a string
     std::vector<ConfigNode> items;        // sequence
     std::vector<ConfigMapEntry> entries;  // map, in file order, keys unique
     SourceLocation location;

@@ -31,7 +31,7 @@ SourceLocation locate(const std::string& source, const YAML::Mark& mark) {
 
 // Builds a ConfigNode tree from yaml-cpp's parse events.
 class TreeBuilder final : public YAML::EventHandler {
-public:
+  public:
     explicit TreeBuilder(const std::string& source) : source_(source) {}
 
     bool has_root() const { return has_root_; }
@@ -88,7 +88,7 @@ public:
     }
     void OnMapEnd() override { close(); }
 
-private:
+  private:
     struct Shape {
         int height = 0;         // levels, 1 for a scalar
         std::size_t count = 0;  // nodes in the subtree
@@ -111,16 +111,15 @@ private:
     void count_nodes(std::size_t n, const YAML::Mark& mark) {
         nodes_ += n;
         if (nodes_ > kMaxConfigNodes) {
-            throw BuildError{mark, "the document has more than " +
-                                       std::to_string(kMaxConfigNodes) +
+            throw BuildError{mark, "the document has more than " + std::to_string(kMaxConfigNodes) +
                                        " nodes (aliases expanded)"};
         }
     }
 
     void open(NodeKind kind, const YAML::Mark& mark, YAML::anchor_t anchor) {
         if (static_cast<int>(stack_.size()) >= kMaxConfigDepth) {
-            throw BuildError{mark, "nesting deeper than " + std::to_string(kMaxConfigDepth) +
-                                       " levels"};
+            throw BuildError{mark,
+                             "nesting deeper than " + std::to_string(kMaxConfigDepth) + " levels"};
         }
         count_nodes(1, mark);
         Frame frame;

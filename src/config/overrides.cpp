@@ -99,8 +99,8 @@ expected<void, Diagnostic> apply_override(ConfigNode& root, std::string_view ass
         const bool last = i + 1 == segments.size();
         const bool stage_list = i == 1 && segments[0] == "stages";
         if (stage_list && !node->is_sequence()) {
-            return error("cannot address stage '" + segment + "': 'stages' is " +
-                         describe(*node) + ", not a list");
+            return error("cannot address stage '" + segment + "': 'stages' is " + describe(*node) +
+                         ", not a list");
         }
         if (node->is_null()) {
             node->kind = NodeKind::map;
@@ -124,7 +124,8 @@ expected<void, Diagnostic> apply_override(ConfigNode& root, std::string_view ass
             }
         } else if (node->is_sequence()) {
             std::size_t index = 0;
-            auto [end, ec] = std::from_chars(segment.data(), segment.data() + segment.size(), index);
+            auto [end, ec] =
+                std::from_chars(segment.data(), segment.data() + segment.size(), index);
             if (ec != std::errc() || end != segment.data() + segment.size()) {
                 return error("'" + walked + "' is a list: address its items by index, not '" +
                              segment + "'");

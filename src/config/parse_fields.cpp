@@ -47,7 +47,8 @@ std::optional<std::string> string_of(const ConfigNode& node) {
 std::string type_message(const ConfigNode& value, std::string_view expected) {
     std::string message = "expected " + std::string(expected) + ", got " + describe(value);
     bool wants_string = expected.find("string") != std::string_view::npos;
-    if (wants_string && value.is_scalar() && !value.quoted && scalar_type(value) != ScalarType::null) {
+    if (wants_string && value.is_scalar() && !value.quoted &&
+        scalar_type(value) != ScalarType::null) {
         message += " (quote it to use it as a string)";
     }
     return message;
@@ -162,7 +163,8 @@ std::optional<std::vector<std::string>> FieldReader::string_list(std::string_vie
                                                                  bool allow_single) {
     const ConfigNode* value = find(key);
     if (value == nullptr || scalar_type(*value) == ScalarType::null) return std::nullopt;
-    std::string_view expected = allow_single ? "a string or a list of strings" : "a list of strings";
+    std::string_view expected =
+        allow_single ? "a string or a list of strings" : "a list of strings";
     if (allow_single && value->is_scalar()) {
         auto text = string_of(*value);
         if (!text) {
@@ -209,8 +211,7 @@ std::optional<std::map<std::string, std::string>> FieldReader::string_map(std::s
         locations_[field(entry_field)] = entry.key_location;
         const ConfigNode& item = entry.value;
         std::optional<std::string> text = string_of(item);
-        if (!text && scalars_as_text && item.is_scalar() &&
-            scalar_type(item) != ScalarType::null) {
+        if (!text && scalars_as_text && item.is_scalar() && scalar_type(item) != ScalarType::null) {
             text = item.text;
         }
         if (!text) {

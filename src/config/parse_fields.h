@@ -20,7 +20,7 @@ namespace omnirt::config::detail {
 // `nullable` fields: the spec's "or None" fields and collections that default to empty), or
 // wrong.
 class FieldReader {
-public:
+  public:
     FieldReader(const ConfigNode& map, std::string stage, std::string prefix,
                 std::map<std::string, SourceLocation>& locations, std::vector<Diagnostic>& out);
 
@@ -41,7 +41,7 @@ public:
     [[nodiscard]] std::optional<bool> boolean(std::string_view key, bool nullable = true);
     // A list of strings, item i located as `key[i]`; `allow_single` also takes one string.
     [[nodiscard]] std::optional<std::vector<std::string>> string_list(std::string_view key,
-                                                                     bool allow_single = false);
+                                                                      bool allow_single = false);
     // A map of strings, entry k located as `key.k`. `scalars_as_text` takes numbers and
     // booleans as the text they were written as (env_defaults: `OMP_NUM_THREADS: 4`).
     [[nodiscard]] std::optional<std::map<std::string, std::string>> string_map(
@@ -55,7 +55,7 @@ public:
     [[nodiscard]] std::map<std::string, SourceLocation>& locations() { return locations_; }
     [[nodiscard]] std::vector<Diagnostic>& diagnostics() { return out_; }
 
-private:
+  private:
     const ConfigNode& map_;
     std::string stage_;
     std::string prefix_;

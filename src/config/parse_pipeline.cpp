@@ -15,7 +15,8 @@ void read_stages(FieldReader& reader, PipelineConfig& config) {
         return;
     }
     if (value->items.empty()) {
-        reader.report(value->location, "stages", "'stages' is empty; a pipeline needs at least one");
+        reader.report(value->location, "stages",
+                      "'stages' is empty; a pipeline needs at least one");
         return;
     }
     for (std::size_t i = 0; i < value->items.size(); ++i) {
@@ -127,16 +128,16 @@ PipelineConfig parse_pipeline(const ConfigNode& root, std::vector<Diagnostic>& d
         return config;
     }
     if (!root.is_map()) {
-        diagnostics.push_back(Diagnostic{
-            root.location, "", "",
-            detail::type_message(root, "a pipeline config (a map with 'model_path' and 'stages')")});
+        diagnostics.push_back(
+            Diagnostic{root.location, "", "",
+                       detail::type_message(
+                           root, "a pipeline config (a map with 'model_path' and 'stages')")});
         return config;
     }
     FieldReader reader(root, "", "", config.field_locations, diagnostics);
     reader.reject_unknown_keys({"model_path", "stages", "name", "entry_stage", "relay_backend",
                                 "fused_stages", "runtime_overrides", "env_defaults", "endpoints",
-                                "terminal_stages_fn", "config_cls", "plugins",
-                                "gpu_memory_limit"});
+                                "terminal_stages_fn", "config_cls", "plugins", "gpu_memory_limit"});
     reader.require("model_path");
     reader.require("stages");
 

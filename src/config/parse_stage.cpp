@@ -9,8 +9,8 @@ namespace {
 
 using detail::FieldReader;
 
-std::optional<int> narrow_to_int(FieldReader& reader, const ConfigNode& node,
-                                 std::string_view key, std::int64_t value) {
+std::optional<int> narrow_to_int(FieldReader& reader, const ConfigNode& node, std::string_view key,
+                                 std::int64_t value) {
     if (value < INT_MIN || value > INT_MAX) {
         reader.report(node.location, key, "integer " + node.text + " is out of range");
         return std::nullopt;
@@ -84,8 +84,8 @@ StageConfig parse_stage(const ConfigNode& node, std::size_t index,
     stage.location = node.location;
     std::string display = "stages[" + std::to_string(index) + "]";
     if (!node.is_map()) {
-        diagnostics.push_back(Diagnostic{node.location, display, "",
-                                         detail::type_message(node, "a stage (a map)")});
+        diagnostics.push_back(
+            Diagnostic{node.location, display, "", detail::type_message(node, "a stage (a map)")});
         return stage;
     }
     // Read the name first so that every other diagnostic can name the stage.
@@ -95,9 +95,9 @@ StageConfig parse_stage(const ConfigNode& node, std::size_t index,
     }
     FieldReader reader(node, display, "", stage.field_locations, diagnostics);
     reader.reject_unknown_keys({"name", "factory", "factory_args", "next", "terminal", "route_fn",
-                                "gpu", "tp_size", "process", "wait_for", "wait_for_fn",
-                                "merge_fn", "stream_to", "stream_done_to_fn", "project_payload",
-                                "relay", "gpu_memory_fraction", "fan_in_timeout_s"});
+                                "gpu", "tp_size", "process", "wait_for", "wait_for_fn", "merge_fn",
+                                "stream_to", "stream_done_to_fn", "project_payload", "relay",
+                                "gpu_memory_fraction", "fan_in_timeout_s"});
     reader.require("name");
     reader.require("factory");
 

@@ -23,10 +23,10 @@ void validate_fusion(const PipelineConfig& config, std::vector<Diagnostic>& out)
         const auto& group = config.fused_stages[g];
         const std::string field = "fused_stages[" + std::to_string(g) + "]";
         if (group.size() < 2) {
-            report(config, field,
-                   "a fused group needs at least 2 stages (got " + std::to_string(group.size()) +
-                       ")",
-                   out);
+            report(
+                config, field,
+                "a fused group needs at least 2 stages (got " + std::to_string(group.size()) + ")",
+                out);
         }
         std::vector<const StageConfig*> members(group.size(), nullptr);
         for (std::size_t j = 0; j < group.size(); ++j) {
@@ -35,8 +35,8 @@ void validate_fusion(const PipelineConfig& config, std::vector<Diagnostic>& out)
             members[j] = config.find_stage(name);
             if (members[j] == nullptr) {
                 report(config, member_field,
-                       "unknown stage '" + name + "' in 'fused_stages' (stages: " +
-                           stage_list(config) + ")",
+                       "unknown stage '" + name +
+                           "' in 'fused_stages' (stages: " + stage_list(config) + ")",
                        out);
                 continue;
             }
@@ -67,7 +67,8 @@ void validate_fusion(const PipelineConfig& config, std::vector<Diagnostic>& out)
         }
         std::set<int> gpus;
         for (const StageConfig* stage : members) {
-            if (stage != nullptr && !stage->is_tp()) gpus.insert(stage->gpu.begin(), stage->gpu.end());
+            if (stage != nullptr && !stage->is_tp())
+                gpus.insert(stage->gpu.begin(), stage->gpu.end());
         }
         if (gpus.size() > 1) {
             std::vector<std::string> ids;

@@ -93,7 +93,7 @@ void check_tp_ownership(const PipelineConfig& config, std::vector<Diagnostic>& o
 
 // Union-find over process names; fused groups merge the processes of their members.
 class ProcessGroups {
-public:
+  public:
     explicit ProcessGroups(const PipelineConfig& config) {
         for (const auto& stage : config.stages) {
             for (const auto& name : process_names(stage)) id(name);
@@ -128,7 +128,7 @@ public:
         return labels_[group];
     }
 
-private:
+  private:
     std::size_t id(const std::string& name) {
         auto [it, inserted] = ids_.emplace(name, parent_.size());
         if (inserted) parent_.push_back(parent_.size());
@@ -173,7 +173,8 @@ void check_groups_and_gpus(const PipelineConfig& config, std::vector<Diagnostic>
             report(config, i, "gpu",
                    "process group " + groups.label(group) + " already uses GPU " +
                        std::to_string(it->second.first) + " (stage '" +
-                       stage_label(config, it->second.second) + "'); a process group may hold "
+                       stage_label(config, it->second.second) +
+                       "'); a process group may hold "
                        "CPU stages and stages of at most one GPU",
                    out);
         }

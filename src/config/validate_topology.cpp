@@ -19,8 +19,8 @@ std::string unknown_stage(const PipelineConfig& config, const std::string& name,
 void check_routing_rule(const PipelineConfig& config, std::size_t i, std::vector<Diagnostic>& out) {
     const StageConfig& stage = config.stages[i];
     if (!stage.next.empty() && stage.terminal) {
-        report(config, i, "terminal",
-               "set exactly one of 'next' or 'terminal: true', not both", out);
+        report(config, i, "terminal", "set exactly one of 'next' or 'terminal: true', not both",
+               out);
     } else if (stage.next.empty() && !stage.terminal) {
         report(config, i, "next",
                "set exactly one of 'next' (downstream stages) or 'terminal: true'; the stage "
@@ -34,8 +34,8 @@ void check_routing_rule(const PipelineConfig& config, std::size_t i, std::vector
                out);
     }
     if (!stage.wait_for.empty() && !stage.merge_fn) {
-        report(config, i, "wait_for",
-               "'wait_for' needs 'merge_fn' to merge the fan-in payloads", out);
+        report(config, i, "wait_for", "'wait_for' needs 'merge_fn' to merge the fan-in payloads",
+               out);
     }
     if (stage.merge_fn && stage.wait_for.empty()) {
         report(config, i, "merge_fn", "'merge_fn' needs 'wait_for' (the stages to merge)", out);
@@ -84,8 +84,7 @@ void check_references(const PipelineConfig& config, const StageIndex& index, std
             report(config, i, field, unknown_stage(config, target, "project_payload"), out);
         } else if (std::find(stage.next.begin(), stage.next.end(), target) == stage.next.end()) {
             report(config, i, field,
-                   "project_payload target '" + target + "' is not among the 'next' targets",
-                   out);
+                   "project_payload target '" + target + "' is not among the 'next' targets", out);
         }
     }
     // Each wait_for source must route here, or the fan-in never completes.
@@ -95,8 +94,8 @@ void check_references(const PipelineConfig& config, const StageIndex& index, std
         const auto& source_next = config.stages[source->second].next;
         if (std::find(source_next.begin(), source_next.end(), stage.name) == source_next.end()) {
             report(config, i, "wait_for[" + std::to_string(k) + "]",
-                   "wait_for source '" + stage.wait_for[k] + "' does not route to '" +
-                       stage.name + "'; add it to the 'next' of '" + stage.wait_for[k] + "'",
+                   "wait_for source '" + stage.wait_for[k] + "' does not route to '" + stage.name +
+                       "'; add it to the 'next' of '" + stage.wait_for[k] + "'",
                    out);
         }
     }
@@ -104,7 +103,7 @@ void check_references(const PipelineConfig& config, const StageIndex& index, std
 
 // Depth-first search over `next` edges; every back edge closes one cycle.
 class CycleFinder {
-public:
+  public:
     CycleFinder(const PipelineConfig& config, const StageIndex& index, std::vector<Diagnostic>& out)
         : config_(config), index_(index), out_(out), color_(config.stages.size(), kWhite) {}
 
@@ -114,7 +113,7 @@ public:
         }
     }
 
-private:
+  private:
     static constexpr int kWhite = 0, kGrey = 1, kBlack = 2;
     static constexpr int kMaxReportedCycles = 32;
 

@@ -2,16 +2,12 @@
 // their lines, JSON input, several errors at once, files, plugins and defaults.
 #include <gtest/gtest.h>
 
-#include <filesystem>
-#include <fstream>
-
 #include "config/load.h"
 #include "pipeline_text.h"
 
 namespace omnirt::config {
 namespace {
 
-namespace fs = std::filesystem;
 using testing::has_diagnostic;
 using testing::load_report;
 using testing::PipelineText;
@@ -29,8 +25,9 @@ TEST(Load, UnknownPipelineKeyListsTheValidKeys) {
 TEST(Load, UnknownStageKeyNamesTheStageAndLine) {
     auto p = PipelineText::linear().set("b", "procss", "x").set("b", "colour", "red");
     auto report = load_report(p.text());
-    EXPECT_TRUE(has_diagnostic(report, p.line("b", "procss"), "b", "procss",
-                               "unknown key; did you mean 'process'? (valid keys: name, factory, "));
+    EXPECT_TRUE(
+        has_diagnostic(report, p.line("b", "procss"), "b", "procss",
+                       "unknown key; did you mean 'process'? (valid keys: name, factory, "));
     EXPECT_TRUE(has_diagnostic(report, p.line("b", "colour"), "b", "colour",
                                "unknown key (valid keys: name, factory, factory_args, next, "
                                "terminal, route_fn, gpu, tp_size, process, wait_for, wait_for_fn, "
@@ -49,9 +46,10 @@ TEST(Load, UnknownRelayKeyIsLocated) {
 TEST(Load, UnknownEndpointsKeyIsLocated) {
     std::string text = "endpoints:\n  scheme: tcp\n  port: 1\n" + PipelineText::linear().text();
     auto report = load_report(text);
-    EXPECT_TRUE(has_diagnostic(report, 3, "", "endpoints.port",
-                               "unknown key; did you mean 'base_port'? (valid keys: scheme, base_path, host, "
-                               "base_port)"));
+    EXPECT_TRUE(has_diagnostic(
+        report, 3, "", "endpoints.port",
+        "unknown key; did you mean 'base_port'? (valid keys: scheme, base_path, host, "
+        "base_port)"));
 }
 
 TEST(Load, MissingRequiredFields) {
@@ -115,11 +113,13 @@ INSTANTIATE_TEST_SUITE_P(
                   "expected a map of stage name to argument map, got a list"},
         WrongType{"", "runtime_overrides", "{a: 1}", "runtime_overrides.a",
                   "expected a map of factory arguments, got integer 1"},
-        WrongType{"", "env_defaults", "[A]", "env_defaults", "expected a map of strings, got a list"},
+        WrongType{"", "env_defaults", "[A]", "env_defaults",
+                  "expected a map of strings, got a list"},
         WrongType{"", "endpoints", "tcp", "endpoints", "expected a map, got string \"tcp\""},
         WrongType{"", "endpoints", "{base_port: x}", "endpoints.base_port",
                   "expected an integer, got string \"x\""},
-        WrongType{"", "endpoints", "{host: 1}", "endpoints.host", "expected a string, got integer 1"},
+        WrongType{"", "endpoints", "{host: 1}", "endpoints.host",
+                  "expected a string, got integer 1"},
         WrongType{"", "terminal_stages_fn", "[f]", "terminal_stages_fn",
                   "expected a string, got a list"},
         WrongType{"", "config_cls", "1.5", "config_cls", "expected a string, got float 1.5"},
@@ -137,7 +137,8 @@ INSTANTIATE_TEST_SUITE_P(
                   "expected a boolean (true or false), got string \"yes\""},
         WrongType{"c", "terminal", "~", "terminal", "expected a boolean (true or false), got null"},
         WrongType{"b", "route_fn", "{}", "route_fn", "expected a string, got a map"},
-        WrongType{"b", "gpu", "'0'", "gpu", "expected an integer or a list of integers, got string"},
+        WrongType{"b", "gpu", "'0'", "gpu",
+                  "expected an integer or a list of integers, got string"},
         WrongType{"b", "gpu", "0.5", "gpu", "expected an integer or a list of integers, got float"},
         WrongType{"b", "gpu", "[0, x]", "gpu[1]", "expected an integer, got string \"x\""},
         WrongType{"b", "gpu", "99999999999", "gpu", "integer 99999999999 is out of range"},
@@ -243,8 +244,8 @@ relay_backend: carrier-pigeon
         EXPECT_TRUE(report.diagnostics[i].to_string().starts_with(expected[i]))
             << report.diagnostics[i].to_string();
     }
-    auto loaded = load_pipeline_text(text, "test.yaml", {.load_plugins = false,
-                                                        .check_registry = false});
+    auto loaded =
+        load_pipeline_text(text, "test.yaml", {.load_plugins = false, .check_registry = false});
     ASSERT_FALSE(loaded.has_value());
     EXPECT_EQ(loaded.error().code, ErrorCode::invalid_argument);
     EXPECT_EQ(loaded.error().message, format_diagnostics(report.diagnostics));
@@ -252,8 +253,9 @@ relay_backend: carrier-pigeon
 }
 
 TEST(Load, DefaultsOfAMinimalConfig) {
-    auto report = load_report("model_path: /m\nstages:\n  - {name: s, factory: f, process: p, "
-                              "terminal: true}\n");
+    auto report = load_report(
+        "model_path: /m\nstages:\n  - {name: s, factory: f, process: p, "
+        "terminal: true}\n");
     ASSERT_TRUE(report.ok()) << testing::dump(report);
     const PipelineConfig& config = *report.config;
     EXPECT_EQ(config.resolved_name(), "/m");
@@ -352,94 +354,19 @@ stages:
 }
 
 TEST(Load, NullOptionalFieldsAreUnset) {
-    auto p = PipelineText::linear().top("name", "~").top("entry_stage", "null")
-                 .set("a", "route_fn", "").set("a", "gpu", "~").set("a", "factory_args", "")
-                 .set("a", "relay", "~").top("fused_stages", "");
+    auto p = PipelineText::linear()
+                 .top("name", "~")
+                 .top("entry_stage", "null")
+                 .set("a", "route_fn", "")
+                 .set("a", "gpu", "~")
+                 .set("a", "factory_args", "")
+                 .set("a", "relay", "~")
+                 .top("fused_stages", "");
     auto report = load_report(p.text());
     ASSERT_TRUE(report.ok()) << testing::dump(report);
     EXPECT_FALSE(report.config->name.has_value());
     EXPECT_FALSE(report.config->stages[0].route_fn.has_value());
     EXPECT_FALSE(report.config->stages[0].on_gpu());
-}
-
-class TempDir {
-public:
-    TempDir() : path_(fs::path(::testing::TempDir()) / ("omnirt-load-" + std::to_string(++count_))) {
-        fs::remove_all(path_);
-        fs::create_directories(path_);
-    }
-    ~TempDir() { fs::remove_all(path_); }
-    std::string write(const std::string& name, const std::string& text) const {
-        fs::path file = path_ / name;
-        fs::create_directories(file.parent_path());
-        std::ofstream(file) << text;
-        return file.string();
-    }
-    const fs::path& path() const { return path_; }
-
-private:
-    static inline int count_ = 0;
-    fs::path path_;
-};
-
-TEST(LoadFile, ReadsAFile) {
-    TempDir dir;
-    std::string path = dir.write("p.yaml", PipelineText::linear().text());
-    auto config = load_pipeline_file(path, {.load_plugins = false, .check_registry = false});
-    ASSERT_TRUE(config.has_value()) << config.error().message;
-    EXPECT_EQ(config->source, path);
-    EXPECT_EQ(config->stages[0].location.source, path);
-}
-
-TEST(LoadFile, MissingFileNamesThePath) {
-    auto config = load_pipeline_file("/nonexistent/p.yaml");
-    ASSERT_FALSE(config.has_value());
-    EXPECT_EQ(config.error().code, ErrorCode::not_found);
-    EXPECT_EQ(config.error().message,
-              "cannot read config file '/nonexistent/p.yaml': No such file or directory");
-    auto report = load_pipeline_report("/nonexistent/p.yaml");
-    ASSERT_EQ(report.diagnostics.size(), 1u);
-    EXPECT_EQ(report.diagnostics[0].to_string(),
-              "/nonexistent/p.yaml: cannot read config file: No such file or directory");
-    TempDir dir;
-    EXPECT_NE(load_pipeline_file(dir.path().string()).error().message.find("it is a directory"),
-              std::string::npos);
-}
-
-// A plugin load is remembered per (path, registry): one registry for the whole binary.
-Registry& plugin_registry() {
-    static Registry* registry = new Registry;
-    return *registry;
-}
-
-TEST(LoadFile, PluginsResolveRelativeToTheConfigAndRegisterTheirNames) {
-    TempDir dir;
-    fs::create_directories(dir.path() / "lib");
-    fs::copy_file(OMNIRT_TEST_PLUGIN_PATH, dir.path() / "lib" / "test_plugin.so");
-    auto p = PipelineText::linear().top("plugins", "[lib/test_plugin.so]")
-                 .set("a", "factory", "plugin_test.factory").set("b", "factory", "plugin_test.factory")
-                 .set("c", "factory", "plugin_test.factory").set("a", "route_fn", "plugin_test.route");
-    std::string path = dir.write("conf/../p.yaml", p.text());
-    auto config = load_pipeline_file(path, {.registry = &plugin_registry()});
-    ASSERT_TRUE(config.has_value()) << config.error().message;
-    EXPECT_EQ(config->plugins, std::vector<std::string>{(dir.path() / "lib/test_plugin.so").string()});
-    EXPECT_TRUE(plugin_registry().contains(FunctionKind::route, "plugin_test.route"));
-}
-
-TEST(LoadFile, MissingPluginIsReportedAtItsLine) {
-    TempDir dir;
-    auto p = PipelineText::linear().top("plugins", "[nothere.so]");
-    std::string path = dir.write("p.yaml", p.text());
-    Registry registry;
-    auto report = load_pipeline_report(path, {.registry = &registry});
-    ASSERT_EQ(report.diagnostics.size(), 1u) << testing::dump(report);
-    EXPECT_EQ(report.diagnostics[0].to_string(),
-              path + ":2:11: field 'plugins[0]': plugin '" + (dir.path() / "nothere.so").string() +
-                  "' does not exist");
-    // Without loading, the path is only resolved.
-    auto config = load_pipeline_file(path, {.load_plugins = false, .check_registry = false});
-    ASSERT_TRUE(config.has_value());
-    EXPECT_EQ(config->plugins[0], (dir.path() / "nothere.so").string());
 }
 
 }  // namespace

@@ -34,23 +34,23 @@ TEST(ConfigNode, PlainScalarsFollowTheYaml12CoreSchema) {
         const char* text;
         ScalarType type;
     };
-    for (auto [text, type] : std::vector<Case>{
-             {"", ScalarType::null},          {"~", ScalarType::null},
-             {"null", ScalarType::null},      {"NULL", ScalarType::null},
-             {"Null", ScalarType::null},      {"true", ScalarType::boolean},
-             {"False", ScalarType::boolean},  {"TRUE", ScalarType::boolean},
-             {"0", ScalarType::integer},      {"-17", ScalarType::integer},
-             {"+4096", ScalarType::integer},  {"0x1F", ScalarType::integer},
-             {"0o17", ScalarType::integer},   {"1.5", ScalarType::floating},
-             {"-.5", ScalarType::floating},   {"1.", ScalarType::floating},
-             {"1e3", ScalarType::floating},   {"2.5E-3", ScalarType::floating},
-             {".inf", ScalarType::floating},  {"-.Inf", ScalarType::floating},
-             {".nan", ScalarType::floating},  {"yes", ScalarType::string},
-             {"on", ScalarType::string},      {"0x", ScalarType::string},
-             {"0o8", ScalarType::string},     {"1_000", ScalarType::string},
-             {"1e", ScalarType::string},      {".", ScalarType::string},
-             {"nan", ScalarType::string},     {"cuda:0", ScalarType::string},
-             {"tRUE", ScalarType::string},    {"-", ScalarType::string}}) {
+    for (auto [text, type] :
+         std::vector<Case>{{"", ScalarType::null},         {"~", ScalarType::null},
+                           {"null", ScalarType::null},     {"NULL", ScalarType::null},
+                           {"Null", ScalarType::null},     {"true", ScalarType::boolean},
+                           {"False", ScalarType::boolean}, {"TRUE", ScalarType::boolean},
+                           {"0", ScalarType::integer},     {"-17", ScalarType::integer},
+                           {"+4096", ScalarType::integer}, {"0x1F", ScalarType::integer},
+                           {"0o17", ScalarType::integer},  {"1.5", ScalarType::floating},
+                           {"-.5", ScalarType::floating},  {"1.", ScalarType::floating},
+                           {"1e3", ScalarType::floating},  {"2.5E-3", ScalarType::floating},
+                           {".inf", ScalarType::floating}, {"-.Inf", ScalarType::floating},
+                           {".nan", ScalarType::floating}, {"yes", ScalarType::string},
+                           {"on", ScalarType::string},     {"0x", ScalarType::string},
+                           {"0o8", ScalarType::string},    {"1_000", ScalarType::string},
+                           {"1e", ScalarType::string},     {".", ScalarType::string},
+                           {"nan", ScalarType::string},    {"cuda:0", ScalarType::string},
+                           {"tRUE", ScalarType::string},   {"-", ScalarType::string}}) {
         EXPECT_EQ(scalar_type(scalar(text)), type) << "'" << text << "'";
     }
 }
@@ -117,7 +117,8 @@ TEST(ConfigNode, MapEntriesKeepFileOrder) {
 }
 
 TEST(ConfigNode, JsonIsParsedWithLines) {
-    ConfigNode root = parse("{\n  \"model_path\": \"m\",\n  \"stages\": [\n    {\"name\": 5}\n  ]\n}\n");
+    ConfigNode root =
+        parse("{\n  \"model_path\": \"m\",\n  \"stages\": [\n    {\"name\": 5}\n  ]\n}\n");
     const ConfigNode& stage = root.find("stages")->items.at(0);
     EXPECT_EQ(stage.find("name")->location.to_string(), "n.yaml:4:14");
     EXPECT_EQ(scalar_type(*stage.find("name")), ScalarType::integer);
@@ -148,8 +149,7 @@ TEST(ConfigNode, NonScalarKeysAreAnError) {
 }
 
 TEST(ConfigNode, OneDocumentOnly) {
-    EXPECT_NE(parse_error("a: 1\n---\nb: 2\n").find("a second one starts here"),
-              std::string::npos);
+    EXPECT_NE(parse_error("a: 1\n---\nb: 2\n").find("a second one starts here"), std::string::npos);
     EXPECT_EQ(parse("---\na: 1\n...\n").entries.size(), 1u);
 }
 
@@ -216,10 +216,10 @@ TEST(ConfigNode, DescribeNamesKindAndValue) {
 }
 
 TEST(ConfigNode, ArbitraryBytesNeverThrow) {
-    for (std::string text : {std::string("\0\0\0", 3), std::string("\xff\xfe\x00\x41", 4),
-                             std::string("a: \"\\x\"\n"), std::string("*unknown\n"),
-                             std::string("&a [*a]\n"), std::string("!<tag> x\n"),
-                             std::string("%YAML 9.9\n---\nx\n"), std::string("a: |\n b\n- c\n")}) {
+    for (std::string text :
+         {std::string("\0\0\0", 3), std::string("\xff\xfe\x00\x41", 4), std::string("a: \"\\x\"\n"),
+          std::string("*unknown\n"), std::string("&a [*a]\n"), std::string("!<tag> x\n"),
+          std::string("%YAML 9.9\n---\nx\n"), std::string("a: |\n b\n- c\n")}) {
         auto node = parse_config_document(text, "n.yaml");
         if (!node) {
             EXPECT_FALSE(node.error().message.empty());

@@ -40,12 +40,12 @@ TEST(Overrides, QuotedNumberIsAString) {
 }
 
 TEST(Overrides, BooleansFloatsNullsAndText) {
-    auto report = load_with(PipelineText::linear(),
-                            {"stages.b.factory_args.flag=true", "stages.b.factory_args.f=0.25",
-                             "stages.b.factory_args.n=null", "stages.b.factory_args.e=",
-                             "stages.b.factory_args.s=hello world",
-                             "stages.b.factory_args.url=http://host:80/x",
-                             "stages.b.factory_args.kv=a: b"});
+    auto report =
+        load_with(PipelineText::linear(),
+                  {"stages.b.factory_args.flag=true", "stages.b.factory_args.f=0.25",
+                   "stages.b.factory_args.n=null",
+                   "stages.b.factory_args.e=", "stages.b.factory_args.s=hello world",
+                   "stages.b.factory_args.url=http://host:80/x", "stages.b.factory_args.kv=a: b"});
     ASSERT_TRUE(report.ok()) << testing::dump(report);
     EXPECT_EQ(*factory_arg(report, "b", "flag"), Value(true));
     EXPECT_EQ(*factory_arg(report, "b", "f"), Value(0.25));
@@ -67,9 +67,10 @@ TEST(Overrides, FlowListsAndMaps) {
 }
 
 TEST(Overrides, PipelineFieldsAndCreatedKeys) {
-    auto report = load_with(PipelineText::linear(),
-                            {"relay_backend=ucx", "endpoints.scheme=tcp", "endpoints.base_port=20000",
-                             "runtime_overrides.b.max_batch=8", "env_defaults.OMP_NUM_THREADS=4"});
+    auto report =
+        load_with(PipelineText::linear(),
+                  {"relay_backend=ucx", "endpoints.scheme=tcp", "endpoints.base_port=20000",
+                   "runtime_overrides.b.max_batch=8", "env_defaults.OMP_NUM_THREADS=4"});
     ASSERT_TRUE(report.ok()) << testing::dump(report);
     const PipelineConfig& config = *report.config;
     EXPECT_EQ(config.relay_backend, "ucx");
@@ -119,14 +120,15 @@ TEST(Overrides, PathThroughAScalarIsAnError) {
 }
 
 TEST(Overrides, BadPathsAreErrors) {
-    auto report = load_with(PipelineText::linear().set("a", "next", "[b]"),
-                            {"no_equals_sign", "stages..x=1", "stages.a.next.5=c",
-                             "stages.a.next.first=c", "stages.a.next=[b,", "stages=1",
-                             "stages.a.gpu=1"});
-    EXPECT_TRUE(has_diagnostic(report, 0, "", "", "--set no_equals_sign: expected --set path=value"));
+    auto report =
+        load_with(PipelineText::linear().set("a", "next", "[b]"),
+                  {"no_equals_sign", "stages..x=1", "stages.a.next.5=c", "stages.a.next.first=c",
+                   "stages.a.next=[b,", "stages=1", "stages.a.gpu=1"});
+    EXPECT_TRUE(
+        has_diagnostic(report, 0, "", "", "--set no_equals_sign: expected --set path=value"));
     EXPECT_TRUE(has_diagnostic(report, 0, "", "", "empty segment in path 'stages..x'"));
-    EXPECT_TRUE(has_diagnostic(report, 0, "", "",
-                               "index 5 is out of range for 'stages.a.next' (1 items)"));
+    EXPECT_TRUE(
+        has_diagnostic(report, 0, "", "", "index 5 is out of range for 'stages.a.next' (1 items)"));
     EXPECT_TRUE(has_diagnostic(report, 0, "", "",
                                "'stages.a.next' is a list: address its items by index, not "
                                "'first'"));
@@ -134,7 +136,8 @@ TEST(Overrides, BadPathsAreErrors) {
     // `stages=1` replaced the list, so the stage cannot be addressed any more.
     EXPECT_TRUE(has_diagnostic(report, 0, "", "",
                                "cannot address stage 'a': 'stages' is integer 1, not a list"));
-    EXPECT_TRUE(has_diagnostic(report, 0, "", "stages", "expected a list of stages, got integer 1"));
+    EXPECT_TRUE(
+        has_diagnostic(report, 0, "", "stages", "expected a list of stages, got integer 1"));
 }
 
 TEST(Overrides, ErrorsInOverriddenValuesPointAtTheFlag) {

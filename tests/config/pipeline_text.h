@@ -16,7 +16,7 @@ namespace omnirt::config::testing {
 inline constexpr const char* kSource = "test.yaml";
 
 class PipelineText {
-public:
+  public:
     using Fields = std::vector<std::pair<std::string, std::string>>;  // key, YAML value text
 
     // a -> b -> c, each stage in its own process, c terminal; valid as it is.
@@ -87,7 +87,7 @@ public:
         return -1;
     }
 
-private:
+  private:
     struct Stage {
         std::string id;
         Fields fields;
@@ -114,9 +114,9 @@ private:
 };
 
 // Loads without plugins and, unless a test asks for it, without registry checks.
-inline LoadReport load_report(const std::string& text, LoadOptions options = {
-                                                           .load_plugins = false,
-                                                           .check_registry = false}) {
+inline LoadReport load_report(const std::string& text,
+                              LoadOptions options = {.load_plugins = false,
+                                                     .check_registry = false}) {
     return load_pipeline_text_report(text, kSource, options);
 }
 
@@ -127,8 +127,7 @@ inline std::string dump(const LoadReport& report) {
 // Some diagnostic is at `line` of test.yaml (0: any line), names `stage` and `field` (the
 // formatted text carries both) and contains `reason`.
 inline ::testing::AssertionResult has_diagnostic(const LoadReport& report, int line,
-                                                 const std::string& stage,
-                                                 const std::string& field,
+                                                 const std::string& stage, const std::string& field,
                                                  const std::string& reason) {
     std::string prefix = line > 0 ? std::string(kSource) + ":" + std::to_string(line) + ":" : "";
     std::string names = (stage.empty() ? "" : "stage '" + stage + "': ") +
@@ -140,9 +139,9 @@ inline ::testing::AssertionResult has_diagnostic(const LoadReport& report, int l
             return ::testing::AssertionSuccess();
         }
     }
-    return ::testing::AssertionFailure()
-           << "no diagnostic at line " << line << " for " << names << "containing '" << reason
-           << "'\n" << dump(report);
+    return ::testing::AssertionFailure() << "no diagnostic at line " << line << " for " << names
+                                         << "containing '" << reason << "'\n"
+                                         << dump(report);
 }
 
 }  // namespace omnirt::config::testing

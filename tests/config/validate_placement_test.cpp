@@ -20,7 +20,9 @@ TEST(ValidatePlacement, ProcessIsRequiredForNonTpStages) {
 }
 
 TEST(ValidatePlacement, TpStageNeedsNoProcess) {
-    auto p = PipelineText::linear().erase("b", "process").set("b", "tp_size", "2")
+    auto p = PipelineText::linear()
+                 .erase("b", "process")
+                 .set("b", "tp_size", "2")
                  .set("b", "gpu", "[0, 1]");
     auto report = load_report(p.text());
     EXPECT_TRUE(report.ok()) << testing::dump(report);
@@ -71,8 +73,8 @@ TEST(ValidatePlacement, TpRanksNeedDistinctGpus) {
 TEST(ValidatePlacement, NegativeGpuIdIsAnError) {
     auto p = PipelineText::linear().set("a", "gpu", "-1");
     auto report = load_report(p.text());
-    EXPECT_TRUE(has_diagnostic(report, p.line("a", "gpu"), "a", "gpu",
-                               "GPU id must be >= 0 (got -1)"));
+    EXPECT_TRUE(
+        has_diagnostic(report, p.line("a", "gpu"), "a", "gpu", "GPU id must be >= 0 (got -1)"));
 }
 
 TEST(ValidatePlacement, TpStageOwnsItsDerivedProcessNames) {
@@ -86,7 +88,9 @@ TEST(ValidatePlacement, TpStageOwnsItsDerivedProcessNames) {
 
 TEST(ValidatePlacement, TpStageOwnsItsPrefix) {
     // A TP stage without `process` uses its name as the prefix.
-    auto p = PipelineText::linear().erase("b", "process").set("b", "tp_size", "2")
+    auto p = PipelineText::linear()
+                 .erase("b", "process")
+                 .set("b", "tp_size", "2")
                  .set("c", "process", "b");
     auto report = load_report(p.text());
     EXPECT_TRUE(has_diagnostic(report, p.line("c", "process"), "c", "process",
@@ -94,7 +98,9 @@ TEST(ValidatePlacement, TpStageOwnsItsPrefix) {
 }
 
 TEST(ValidatePlacement, TwoTpStagesMayNotShareAPrefix) {
-    auto p = PipelineText::linear().set("a", "tp_size", "2").set("b", "tp_size", "2")
+    auto p = PipelineText::linear()
+                 .set("a", "tp_size", "2")
+                 .set("b", "tp_size", "2")
                  .set("b", "process", "pa");
     auto report = load_report(p.text());
     EXPECT_TRUE(has_diagnostic(report, p.line("b", "process"), "b", "process",
@@ -102,8 +108,11 @@ TEST(ValidatePlacement, TwoTpStagesMayNotShareAPrefix) {
 }
 
 TEST(ValidatePlacement, ProcessGroupMayUseAtMostOneGpu) {
-    auto p = PipelineText::linear().set("a", "process", "shared").set("b", "process", "shared")
-                 .set("a", "gpu", "0").set("b", "gpu", "1");
+    auto p = PipelineText::linear()
+                 .set("a", "process", "shared")
+                 .set("b", "process", "shared")
+                 .set("a", "gpu", "0")
+                 .set("b", "gpu", "1");
     auto report = load_report(p.text());
     EXPECT_TRUE(has_diagnostic(report, p.line("b", "gpu"), "b", "gpu",
                                "process group 'shared' already uses GPU 0 (stage 'a'); a process "
@@ -111,8 +120,12 @@ TEST(ValidatePlacement, ProcessGroupMayUseAtMostOneGpu) {
 }
 
 TEST(ValidatePlacement, ProcessGroupWithCpuStagesAndOneGpuIsValid) {
-    auto p = PipelineText::linear().set("a", "process", "shared").set("b", "process", "shared")
-                 .set("c", "process", "shared").set("b", "gpu", "1").set("c", "gpu", "1");
+    auto p = PipelineText::linear()
+                 .set("a", "process", "shared")
+                 .set("b", "process", "shared")
+                 .set("c", "process", "shared")
+                 .set("b", "gpu", "1")
+                 .set("c", "gpu", "1");
     auto report = load_report(p.text());
     EXPECT_TRUE(report.ok()) << testing::dump(report);
 }
@@ -120,8 +133,11 @@ TEST(ValidatePlacement, ProcessGroupWithCpuStagesAndOneGpuIsValid) {
 TEST(ValidatePlacement, FusionMergesProcessGroupsForTheOneGpuRule) {
     // a (GPU 0) and c (GPU 1) are in different processes, but b shares a's process and the
     // fused group [b, c] (itself on one GPU) merges c's process into it.
-    auto p = PipelineText::linear().set("b", "process", "pa").set("a", "gpu", "0")
-                 .set("c", "gpu", "1").top("fused_stages", "[[b, c]]");
+    auto p = PipelineText::linear()
+                 .set("b", "process", "pa")
+                 .set("a", "gpu", "0")
+                 .set("c", "gpu", "1")
+                 .top("fused_stages", "[[b, c]]");
     auto report = load_report(p.text());
     EXPECT_EQ(report.diagnostics.size(), 1u) << testing::dump(report);
     EXPECT_TRUE(has_diagnostic(report, p.line("c", "gpu"), "c", "gpu",
@@ -129,7 +145,9 @@ TEST(ValidatePlacement, FusionMergesProcessGroupsForTheOneGpuRule) {
 }
 
 TEST(ValidatePlacement, SharedGpuNeedsMemoryBudgets) {
-    auto p = PipelineText::linear().set("a", "gpu", "0").set("b", "gpu", "0")
+    auto p = PipelineText::linear()
+                 .set("a", "gpu", "0")
+                 .set("b", "gpu", "0")
                  .set("a", "gpu_memory_fraction", "0.5");
     auto report = load_report(p.text());
     EXPECT_TRUE(has_diagnostic(report, p.line("b", "gpu"), "b", "gpu",
@@ -138,8 +156,11 @@ TEST(ValidatePlacement, SharedGpuNeedsMemoryBudgets) {
 }
 
 TEST(ValidatePlacement, SharedGpuBudgetsMustFitTheLimit) {
-    auto p = PipelineText::linear().top("gpu_memory_limit", "0.9").set("a", "gpu", "0")
-                 .set("b", "gpu", "0").set("a", "gpu_memory_fraction", "0.5")
+    auto p = PipelineText::linear()
+                 .top("gpu_memory_limit", "0.9")
+                 .set("a", "gpu", "0")
+                 .set("b", "gpu", "0")
+                 .set("a", "gpu_memory_fraction", "0.5")
                  .set("b", "gpu_memory_fraction", "0.5");
     auto report = load_report(p.text());
     EXPECT_TRUE(has_diagnostic(report, p.line("a", "gpu_memory_fraction"), "a",
@@ -149,14 +170,19 @@ TEST(ValidatePlacement, SharedGpuBudgetsMustFitTheLimit) {
 }
 
 TEST(ValidatePlacement, SharedGpuWithinBudgetIsValid) {
-    auto p = PipelineText::linear().set("a", "gpu", "0").set("b", "gpu", "0")
-                 .set("a", "gpu_memory_fraction", "0.4").set("b", "gpu_memory_fraction", "0.6");
+    auto p = PipelineText::linear()
+                 .set("a", "gpu", "0")
+                 .set("b", "gpu", "0")
+                 .set("a", "gpu_memory_fraction", "0.4")
+                 .set("b", "gpu_memory_fraction", "0.6");
     auto report = load_report(p.text());
     EXPECT_TRUE(report.ok()) << testing::dump(report);
 }
 
 TEST(ValidatePlacement, TpRankSharingAGpuNeedsBudgets) {
-    auto p = PipelineText::linear().set("a", "tp_size", "2").set("a", "gpu", "[0, 1]")
+    auto p = PipelineText::linear()
+                 .set("a", "tp_size", "2")
+                 .set("a", "gpu", "[0, 1]")
                  .set("b", "gpu", "1");
     auto report = load_report(p.text());
     EXPECT_TRUE(has_diagnostic(report, p.line("a", "gpu"), "a", "gpu",
@@ -178,8 +204,11 @@ TEST(ValidatePlacement, GpuMemoryLimitOutOfRangeIsAnError) {
 }
 
 TEST(ValidateFusion, ValidGroupOnOneGpu) {
-    auto p = PipelineText::linear().set("a", "gpu", "0").set("b", "gpu", "0")
-                 .set("b", "process", "pa").top("fused_stages", "[[a, b]]");
+    auto p = PipelineText::linear()
+                 .set("a", "gpu", "0")
+                 .set("b", "gpu", "0")
+                 .set("b", "process", "pa")
+                 .top("fused_stages", "[[a, b]]");
     auto report = load_report(p.text());
     EXPECT_TRUE(report.ok()) << testing::dump(report);
     EXPECT_EQ(report.config->fused_stages, (std::vector<std::vector<std::string>>{{"a", "b"}}));
@@ -228,7 +257,9 @@ TEST(ValidateFusion, TpStageCannotBeFused) {
 }
 
 TEST(ValidateFusion, GroupMustFitOnOneGpu) {
-    auto p = PipelineText::linear().set("a", "gpu", "0").set("b", "gpu", "1")
+    auto p = PipelineText::linear()
+                 .set("a", "gpu", "0")
+                 .set("b", "gpu", "1")
                  .top("fused_stages", "[[a, b]]");
     auto report = load_report(p.text());
     EXPECT_TRUE(has_diagnostic(report, p.top_line("fused_stages"), "", "fused_stages[0]",

@@ -43,7 +43,8 @@ TEST(ValidateRouting, TerminalFalseWithoutNextIsAnError) {
 TEST(ValidateRouting, EmptyNextListIsAnError) {
     auto p = PipelineText::linear().set("b", "next", "[]");
     auto report = load_report(p.text());
-    EXPECT_TRUE(has_diagnostic(report, p.line("b", "next"), "b", "next", "'next: []' routes nowhere"));
+    EXPECT_TRUE(
+        has_diagnostic(report, p.line("b", "next"), "b", "next", "'next: []' routes nowhere"));
     // Reported once: the routing rule does not repeat it.
     EXPECT_EQ(report.diagnostics.size(), 1u) << testing::dump(report);
 }
@@ -103,8 +104,8 @@ TEST(ValidateRouting, WaitForSourceMustRouteToTheWaitingStage) {
 TEST(ValidateRouting, StreamDoneToFnWithoutStreamToIsAnError) {
     auto p = PipelineText::linear().set("a", "stream_done_to_fn", "test.done");
     auto report = load_report(p.text());
-    EXPECT_TRUE(has_diagnostic(report, p.line("a", "stream_done_to_fn"), "a",
-                               "stream_done_to_fn", "'stream_done_to_fn' needs 'stream_to'"));
+    EXPECT_TRUE(has_diagnostic(report, p.line("a", "stream_done_to_fn"), "a", "stream_done_to_fn",
+                               "'stream_done_to_fn' needs 'stream_to'"));
 }
 
 TEST(ValidateRouting, StreamToSelfIsAnError) {
@@ -160,8 +161,8 @@ TEST(ValidateRouting, NextListedTwiceIsAnError) {
 TEST(ValidateRouting, ProjectPayloadTargetMustExist) {
     auto p = PipelineText::linear().set("a", "project_payload", "{zz: test.project}");
     auto report = load_report(p.text());
-    EXPECT_TRUE(has_diagnostic(report, p.line("a", "project_payload"), "a",
-                               "project_payload.zz", "unknown stage 'zz' in 'project_payload'"));
+    EXPECT_TRUE(has_diagnostic(report, p.line("a", "project_payload"), "a", "project_payload.zz",
+                               "unknown stage 'zz' in 'project_payload'"));
 }
 
 TEST(ValidateRouting, ProjectPayloadTargetMustBeANextTarget) {
@@ -181,8 +182,8 @@ TEST(ValidateRouting, UnknownEntryStageIsAnError) {
 TEST(ValidateRouting, UnknownRuntimeOverridesStageIsAnError) {
     auto p = PipelineText::linear().top("runtime_overrides", "{b: {x: 1}, q: {y: 2}}");
     auto report = load_report(p.text());
-    EXPECT_TRUE(has_diagnostic(report, p.top_line("runtime_overrides"), "",
-                               "runtime_overrides.q", "unknown stage 'q' in 'runtime_overrides'"));
+    EXPECT_TRUE(has_diagnostic(report, p.top_line("runtime_overrides"), "", "runtime_overrides.q",
+                               "unknown stage 'q' in 'runtime_overrides'"));
     EXPECT_EQ(report.diagnostics.size(), 1u) << testing::dump(report);
 }
 
@@ -211,7 +212,9 @@ TEST(ValidateRouting, RoutingCycleIsReportedWithItsPath) {
 }
 
 TEST(ValidateRouting, TwoCyclesAreBothReported) {
-    auto p = PipelineText::linear().set("b", "next", "[a, c]").set("c", "next", "b")
+    auto p = PipelineText::linear()
+                 .set("b", "next", "[a, c]")
+                 .set("c", "next", "b")
                  .erase("c", "terminal");
     p.add_stage("d", {{"process", "pd"}, {"factory", "f"}, {"terminal", "true"}});
     p.set("a", "next", "[b, d]");
@@ -223,8 +226,8 @@ TEST(ValidateRouting, TwoCyclesAreBothReported) {
 TEST(ValidateRouting, NoTerminalStageIsAnError) {
     auto p = PipelineText::linear().set("c", "next", "a").erase("c", "terminal");
     auto report = load_report(p.text());
-    EXPECT_TRUE(has_diagnostic(report, p.top_line("model_path") + 1, "", "stages",
-                               "no stage is terminal"));
+    EXPECT_TRUE(
+        has_diagnostic(report, p.top_line("model_path") + 1, "", "stages", "no stage is terminal"));
 }
 
 TEST(ValidateRouting, StructWithoutLocationsValidates) {

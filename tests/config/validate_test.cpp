@@ -87,8 +87,8 @@ TEST(ValidateFields, EnvDefaultsTakeScalarsAsStrings) {
     auto report = load_report(p.text());
     ASSERT_TRUE(report.ok()) << testing::dump(report);
     EXPECT_EQ(report.config->env_defaults,
-              (std::map<std::string, std::string>{{"DEBUG", "true"}, {"OMP_NUM_THREADS", "4"},
-                                                  {"X", "a"}}));
+              (std::map<std::string, std::string>{
+                  {"DEBUG", "true"}, {"OMP_NUM_THREADS", "4"}, {"X", "a"}}));
 }
 
 TEST(ValidateFields, EnvDefaultsRejectMaps) {
@@ -174,8 +174,8 @@ TEST(ValidateRegistry, UnknownNamesAreReportedForEveryKind) {
                                "unknown route_fn 'x.route' (registered: test.route)"));
     EXPECT_TRUE(has_diagnostic(report, p.line("a", "project_payload"), "a", "project_payload.b",
                                "unknown projection 'x.project' (registered: test.project)"));
-    EXPECT_TRUE(has_diagnostic(report, p.line("a", "stream_done_to_fn"), "a",
-                               "stream_done_to_fn", "unknown stream_done_to_fn 'x.done'"));
+    EXPECT_TRUE(has_diagnostic(report, p.line("a", "stream_done_to_fn"), "a", "stream_done_to_fn",
+                               "unknown stream_done_to_fn 'x.done'"));
     EXPECT_TRUE(has_diagnostic(report, p.line("c", "merge_fn"), "c", "merge_fn",
                                "unknown merge_fn 'x.merge' (registered: test.merge)"));
     EXPECT_TRUE(has_diagnostic(report, p.line("c", "wait_for_fn"), "c", "wait_for_fn",
