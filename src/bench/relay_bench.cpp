@@ -146,8 +146,7 @@ Result<RelayBenchReport> run_relay_bench(const RelayBenchOptions& options) {
             .memcpy_gbps = measure_memcpy_gbps(size),
         });
     }
-    (void)sender->call(Map{{"op", "close"}}, kCallTimeout);
-    sender->wait_exit();
+    OMNI_RETURN_IF_ERROR(sender->close(kCallTimeout));
     receiver->close();
     return report;
 }

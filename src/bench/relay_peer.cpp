@@ -338,6 +338,18 @@ Result<Value> PeerProcess::call(const Value& command, Duration timeout) {
     return answer;
 }
 
+Status PeerProcess::close(Duration timeout) {
+    if (reaped_) return {};
+    auto answer = call(Map{{"op", "close"}}, timeout);
+    if (!answer) {
+        ::kill(pid_, SIGKILL);
+        wait_exit();
+        return fail(answer.error());
+    }
+    wait_exit();
+    return {};
+}
+
 void PeerProcess::kill(int signal) {
     if (!reaped_) ::kill(pid_, signal);
 }

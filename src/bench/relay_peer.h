@@ -65,6 +65,8 @@ public:
     // send + reply; a reply with "ok": false becomes an Error carrying its code and message.
     [[nodiscard]] Result<Value> call(const Value& command, Duration timeout);
 
+    // Asks the child to close its relay and exit, and reaps it; kills it if it does not answer.
+    Status close(Duration timeout);
     void kill(int signal);
     // Waits for exit; returns the exit status (128 + signal when killed).
     int wait_exit();
