@@ -22,7 +22,8 @@ constexpr std::size_t kSlot = 64 << 10;
 
 RelayOptions options(const std::string& name, std::size_t slot_bytes = kSlot,
                      std::int64_t credits = 4) {
-    return RelayOptions{.backend = "ucx", .name = name, .slot_bytes = slot_bytes, .credits = credits};
+    return RelayOptions{
+        .backend = "ucx", .name = name, .slot_bytes = slot_bytes, .credits = credits};
 }
 
 std::unique_ptr<Relay> make(const RelayOptions& relay_options) {
@@ -96,7 +97,8 @@ TEST_P(UcxRoundTripTest, DeliversTheBytesAndConfirms) {
     EXPECT_TRUE(metadata.find("sender")->is_string());
 
     Tensor dest;
-    if (param.into_dest) dest = *Tensor::empty({static_cast<std::int64_t>(param.nbytes)}, DType::u8);
+    if (param.into_dest)
+        dest = *Tensor::empty({static_cast<std::int64_t>(param.nbytes)}, DType::u8);
     auto get = receiver->get_async(metadata, dest, "request");
     ASSERT_TRUE(get.has_value()) << get.error().to_string();
     auto status = (*get)->wait_for_completion(kHangGuard);
@@ -112,10 +114,11 @@ TEST_P(UcxRoundTripTest, DeliversTheBytesAndConfirms) {
 
 std::vector<RoundTripCase> round_trip_cases() {
     std::vector<RoundTripCase> cases;
-    for (std::size_t nbytes : {std::size_t{0}, std::size_t{1}, std::size_t{4095}, kSlot,
-                               kSlot + 1, std::size_t{64} << 20}) {
+    for (std::size_t nbytes : {std::size_t{0}, std::size_t{1}, std::size_t{4095}, kSlot, kSlot + 1,
+                               std::size_t{64} << 20}) {
         for (bool into_dest : {true, false}) {
-            for (bool send_buffer : {false, true}) cases.push_back({nbytes, into_dest, send_buffer});
+            for (bool send_buffer : {false, true})
+                cases.push_back({nbytes, into_dest, send_buffer});
         }
     }
     return cases;
@@ -208,7 +211,8 @@ TEST(UcxRelayTest, OutOfCreditsPutBlocksUntilAReceiverConfirms) {
     auto put2 = sender->put_async(pattern(kSlot * 2, 2), "request");  // dedicated: one credit
     ASSERT_TRUE(put1.has_value() && put2.has_value());
     Tensor third = pattern(300, 3);
-    auto blocked = std::async(std::launch::async, [&] { return sender->put_async(third, "request"); });
+    auto blocked =
+        std::async(std::launch::async, [&] { return sender->put_async(third, "request"); });
     // Not a synchronisation: only a check that the put is still waiting for a credit.
     EXPECT_EQ(blocked.wait_for(100ms), std::future_status::timeout);
     read_and_check(*receiver, **put1, first);

@@ -12,7 +12,7 @@
 namespace omnirt::relay::ucx {
 
 class Completion {
-public:
+  public:
     // The first call wins; later calls are ignored. True when this call set the outcome.
     bool set(Status status) {
         {
@@ -29,8 +29,8 @@ public:
         std::unique_lock lock(mutex_);
         auto now = std::chrono::steady_clock::now();
         auto limit = std::chrono::steady_clock::time_point::max() - now;
-        auto deadline = timeout >= limit ? std::chrono::steady_clock::time_point::max()
-                                         : now + timeout;
+        auto deadline =
+            timeout >= limit ? std::chrono::steady_clock::time_point::max() : now + timeout;
         changed_.wait_until(lock, deadline, [&] { return status_.has_value(); });
         return status_;
     }
@@ -40,7 +40,7 @@ public:
         return status_.has_value();
     }
 
-private:
+  private:
     mutable std::mutex mutex_;
     std::condition_variable changed_;
     std::optional<Status> status_;

@@ -20,7 +20,8 @@ constexpr int kKeepaliveTickMs = 1000;
 constexpr auto kCloseGrace = std::chrono::milliseconds(1000);
 
 Status errno_error(const char* what) {
-    return fail(ErrorCode::internal, std::string("ucx relay: ") + what + ": " + std::strerror(errno));
+    return fail(ErrorCode::internal,
+                std::string("ucx relay: ") + what + ": " + std::strerror(errno));
 }
 
 }  // namespace
@@ -171,7 +172,8 @@ void Engine::wait_for_events() {
     }
     epoll_event events[2];
     int ready = ::epoll_wait(epoll_fd_.get(), events, 2, timeout_ms);
-    if (ready < 0 && errno != EINTR) spdlog::error("ucx relay: epoll_wait: {}", std::strerror(errno));
+    if (ready < 0 && errno != EINTR)
+        spdlog::error("ucx relay: epoll_wait: {}", std::strerror(errno));
     std::uint64_t count = 0;
     [[maybe_unused]] auto drained = ::read(wake_fd_.get(), &count, sizeof count);
 }
@@ -219,14 +221,15 @@ void Engine::shut_down() {
     handle_events();
     // Reads still in flight after the grace period: their keys stay unreleased (UCX may still
     // refer to them) and their endpoints are closed anyway.
-    for (auto& [id, read] : reads_) read->rkey.leak();
+    for (auto& [id, read] : reads_) read->own_rkey.leak();
     for (auto& peer : retired_peers_) peer->close_endpoints(closing);
     retired_peers_.clear();
     for (ucs_status_ptr_t request : closing) ucp_request_free(request);
     if (!reads_.empty()) {
-        spdlog::warn("ucx relay: {} read(s) from dead senders never completed; released with the "
-                     "worker",
-                     reads_.size());
+        spdlog::warn(
+            "ucx relay: {} read(s) from dead senders never completed; released with the "
+            "worker",
+            reads_.size());
     }
 }
 

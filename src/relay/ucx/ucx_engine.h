@@ -37,8 +37,8 @@ struct OutgoingTransfer {
     std::int64_t id = 0;
     std::string request_id;
     std::shared_ptr<Completion> done;
-    Tensor source;                     // keeps the registered bytes alive
-    std::shared_ptr<Storage> credit;   // returns to the pool when the transfer is dropped
+    Tensor source;                    // keeps the registered bytes alive
+    std::shared_ptr<Storage> credit;  // returns to the pool when the transfer is dropped
 };
 
 // A read on the receiver: `dest` is host memory of exactly descriptor.nbytes.
@@ -50,7 +50,7 @@ struct IncomingRead {
 };
 
 class Engine {
-public:
+  public:
     [[nodiscard]] static Result<std::unique_ptr<Engine>> create(std::shared_ptr<Context> context,
                                                                 const std::string& name);
     Engine(const Engine&) = delete;
@@ -73,13 +73,13 @@ public:
     // Idempotent.
     void stop();
 
-private:
+  private:
     struct Peer;
     struct PendingRead;
     using Task = std::move_only_function<void()>;
 
-    Engine(std::shared_ptr<Context> context, std::unique_ptr<Worker> worker,
-           FileDescriptor wake_fd, FileDescriptor epoll_fd);
+    Engine(std::shared_ptr<Context> context, std::unique_ptr<Worker> worker, FileDescriptor wake_fd,
+           FileDescriptor epoll_fd);
 
     [[nodiscard]] Status post(Task task);
     [[nodiscard]] Status call(std::function<Status()> task);

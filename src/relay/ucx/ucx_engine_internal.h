@@ -1,6 +1,7 @@
 #pragma once
 // Engine internals shared by ucx_engine.cpp and ucx_engine_transfers.cpp (loop thread only).
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -9,7 +10,7 @@
 namespace omnirt::relay::ucx {
 
 // Active message id of the completion message a receiver sends once its read finished.
-inline constexpr unsigned kCompletionMessageId = 0x6f6d;  // "om"
+inline constexpr unsigned kCompletionMessageId = 0x6f6d;                  // "om"
 inline constexpr std::uint64_t kCompletionMagic = 0x6f6d6e6972742d75ULL;  // "omnirt-u"
 
 // The completion message's header (it has no payload).
@@ -28,6 +29,9 @@ struct Engine::Peer {
     Endpoint data;       // without error handling, over shared memory (same host only)
     Endpoint control;    // PEER error handling: reports the sender's death (absent when no
                          // transport supports it)
+    // Unpacked pool keys of this sender, kept for later reads (declared after the endpoints:
+    // destroyed before them).
+    std::map<std::vector<std::uint8_t>, RemoteKey> pool_keys;
     int reads_in_flight = 0;
     bool retired = false;
 
@@ -36,8 +40,13 @@ struct Engine::Peer {
     [[nodiscard]] bool owns(ucp_ep_h ep) const {
         return (data.valid() && data.get() == ep) || (control.valid() && control.get() == ep);
     }
-    // Starts closing both endpoints; requests still running go to `closing`.
+    // Starts closing both endpoints; requests still running go to `closing`. Cached keys go
+    // first, or are given up when reads may still use them.
     void close_endpoints(std::vector<ucs_status_ptr_t>& closing) {
+        if (reads_in_flight > 0) {
+            for (auto& [bytes, key] : pool_keys) key.leak();
+        }
+        pool_keys.clear();
         for (Endpoint* endpoint : {&data, &control}) {
             if (!endpoint->valid()) continue;
             ucs_status_ptr_t request = endpoint->close();
@@ -51,7 +60,8 @@ struct Engine::PendingRead {
     Engine* engine = nullptr;
     std::uint64_t id = 0;
     IncomingRead read;
-    RemoteKey rkey;  // destroyed before the peer's endpoints close
+    RemoteKey own_rkey;         // a one-off key, destroyed before the peer's endpoints close
+    ucp_rkey_h rkey = nullptr;  // own_rkey or one of the peer's pool keys
     Peer* peer = nullptr;
 };
 

@@ -34,10 +34,11 @@ Result<Engine::Peer*> Engine::peer_for(const TransferDescriptor& descriptor) {
             peer->control = std::move(*control);
         } else if (!warned_no_failure_detection_) {
             warned_no_failure_detection_ = true;
-            spdlog::warn("ucx relay: no UCX transport with peer-failure handling reaches '{}' "
-                         "({}); reads from a sender that dies are noticed only through their "
-                         "timeout. Include tcp in UCX_TLS to detect it",
-                         descriptor.sender, control.error().message);
+            spdlog::warn(
+                "ucx relay: no UCX transport with peer-failure handling reaches '{}' "
+                "({}); reads from a sender that dies are noticed only through their "
+                "timeout. Include tcp in UCX_TLS to detect it",
+                descriptor.sender, control.error().message);
         }
     } else {
         auto control = Endpoint::connect(worker, descriptor.address, Endpoint::ErrorMode::peer,
@@ -51,22 +52,32 @@ Result<Engine::Peer*> Engine::peer_for(const TransferDescriptor& descriptor) {
 Status Engine::issue_read(IncomingRead read) {
     const std::string sender = read.descriptor.sender;
     OMNI_TRY(Peer * peer, peer_for(read.descriptor));
-    auto rkey = RemoteKey::unpack(peer->io(), read.descriptor.rkey);
-    if (!rkey) return fail(rkey.error().with_context("ucx relay, sender '" + sender + "'"));
-
     auto pending = std::make_unique<PendingRead>();
+    auto cached =
+        read.descriptor.pooled ? peer->pool_keys.find(read.descriptor.rkey) : peer->pool_keys.end();
+    if (cached != peer->pool_keys.end()) {
+        pending->rkey = cached->second.get();
+    } else {
+        auto rkey = RemoteKey::unpack(peer->io(), read.descriptor.rkey);
+        if (!rkey) return fail(rkey.error().with_context("ucx relay, sender '" + sender + "'"));
+        pending->rkey = rkey->get();
+        if (read.descriptor.pooled) {
+            peer->pool_keys.emplace(read.descriptor.rkey, std::move(*rkey));
+        } else {
+            pending->own_rkey = std::move(*rkey);
+        }
+    }
     pending->engine = this;
     pending->id = next_read_id_++;
     pending->read = std::move(read);
-    pending->rkey = std::move(*rkey);
     pending->peer = peer;
     const TransferDescriptor& d = pending->read.descriptor;
     ucp_request_param_t params{};
     params.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
     params.cb.send = &Engine::on_read_done;
     params.user_data = pending.get();
-    ucs_status_ptr_t request = ucp_get_nbx(peer->io(), pending->read.dest.mutable_data(),
-                                           d.nbytes, d.remote_addr, pending->rkey.get(), &params);
+    ucs_status_ptr_t request = ucp_get_nbx(peer->io(), pending->read.dest.mutable_data(), d.nbytes,
+                                           d.remote_addr, pending->rkey, &params);
     if (request == nullptr) {  // done in place (a copy out of the sender's shared memory)
         send_completion(*peer, d.transfer_id);
         pending->read.done->set(ok_status());
@@ -129,9 +140,8 @@ void Engine::send_completion(Peer& peer, std::int64_t transfer_id) {
     }
 }
 
-ucs_status_t Engine::on_completion_message(void* arg, const void* header,
-                                           std::size_t header_length, void*, std::size_t,
-                                           const ucp_am_recv_param_t*) {
+ucs_status_t Engine::on_completion_message(void* arg, const void* header, std::size_t header_length,
+                                           void*, std::size_t, const ucp_am_recv_param_t*) {
     auto* engine = static_cast<Engine*>(arg);
     CompletionMessage message;
     if (header_length != sizeof message) {
@@ -187,9 +197,9 @@ void Engine::retire_peer(Peer& peer, const std::string& reason) {
                  reason);
     for (auto& [id, pending] : reads_) {
         if (pending->peer != &peer) continue;
-        pending->read.done->set(fail(ErrorCode::unavailable,
-                                     "ucx relay: sender '" + peer.sender +
-                                         "' is gone (UCX: " + reason + ")"));
+        pending->read.done->set(
+            fail(ErrorCode::unavailable,
+                 "ucx relay: sender '" + peer.sender + "' is gone (UCX: " + reason + ")"));
     }
     auto it = peers_.find(peer.key);
     if (it != peers_.end() && it->second.get() == &peer) {
@@ -200,9 +210,8 @@ void Engine::retire_peer(Peer& peer, const std::string& reason) {
 void Engine::release_retired_peers() {
     // A retired peer's endpoints close once no read uses its keys (UCX wants keys destroyed
     // before their endpoint). Reads that never finish keep it until stop().
-    std::erase_if(retired_peers_, [](const std::unique_ptr<Peer>& peer) {
-        return peer->reads_in_flight == 0;
-    });
+    std::erase_if(retired_peers_,
+                  [](const std::unique_ptr<Peer>& peer) { return peer->reads_in_flight == 0; });
 }
 
 void Engine::abort_request(const std::string& request_id, const std::string& reason) {

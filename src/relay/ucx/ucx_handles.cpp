@@ -26,12 +26,12 @@ Result<std::shared_ptr<Context>> Context::create(const std::string& name) {
     ucp_config_t* config = nullptr;
     ucs_status_t status = ucp_config_read(nullptr, nullptr, &config);
     if (status != UCS_OK) {
-        return fail(ucx_error(ErrorCode::unavailable, "ucx relay: cannot read the UCX configuration",
-                              status));
+        return fail(ucx_error(ErrorCode::unavailable,
+                              "ucx relay: cannot read the UCX configuration", status));
     }
     ucp_params_t params{};
-    params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED |
-                        UCP_PARAM_FIELD_NAME;
+    params.field_mask =
+        UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED | UCP_PARAM_FIELD_NAME;
     params.features = UCP_FEATURE_RMA | UCP_FEATURE_AM | UCP_FEATURE_WAKEUP;
     params.mt_workers_shared = 1;  // memory is mapped and unmapped on the callers' threads
     params.name = name.c_str();
@@ -66,10 +66,10 @@ Result<std::shared_ptr<MemoryRegion>> MemoryRegion::allocate(std::shared_ptr<Con
     ucp_mem_h memh = nullptr;
     ucs_status_t status = ucp_mem_map(context->get(), &params, &memh);
     if (status != UCS_OK) {
-        return fail(ucx_error(ErrorCode::resource_exhausted,
-                              "ucx relay: cannot allocate " + std::to_string(nbytes) +
-                                  " bytes of registered memory",
-                              status));
+        return fail(ucx_error(
+            ErrorCode::resource_exhausted,
+            "ucx relay: cannot allocate " + std::to_string(nbytes) + " bytes of registered memory",
+            status));
     }
     ucp_mem_attr_t attributes{};
     attributes.field_mask = UCP_MEM_ATTR_FIELD_ADDRESS | UCP_MEM_ATTR_FIELD_LENGTH;
@@ -113,8 +113,8 @@ Result<std::unique_ptr<Worker>> Worker::create(std::shared_ptr<Context> context,
     ucp_worker_h worker = nullptr;
     ucs_status_t status = ucp_worker_create(context->get(), &params, &worker);
     if (status != UCS_OK) {
-        return fail(ucx_error(ErrorCode::unavailable, "ucx relay: cannot create a UCX worker",
-                              status));
+        return fail(
+            ucx_error(ErrorCode::unavailable, "ucx relay: cannot create a UCX worker", status));
     }
     int event_fd = -1;
     status = ucp_worker_get_efd(worker, &event_fd);
@@ -151,8 +151,8 @@ Result<Endpoint> Endpoint::connect(ucp_worker_h worker, std::span<const std::uin
     ucp_ep_h ep = nullptr;
     ucs_status_t status = ucp_ep_create(worker, &params, &ep);
     if (status != UCS_OK) {
-        return fail(ucx_error(ErrorCode::unavailable, "cannot connect to the peer's UCX worker",
-                              status));
+        return fail(
+            ucx_error(ErrorCode::unavailable, "cannot connect to the peer's UCX worker", status));
     }
     return Endpoint(ep, mode);
 }

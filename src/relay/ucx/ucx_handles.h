@@ -27,7 +27,7 @@ namespace omnirt::relay::ucx {
 
 // A file descriptor closed on destruction.
 class FileDescriptor {
-public:
+  public:
     FileDescriptor() = default;
     explicit FileDescriptor(int fd) : fd_(fd) {}
     FileDescriptor(FileDescriptor&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
@@ -39,14 +39,14 @@ public:
     [[nodiscard]] int get() const { return fd_; }
     [[nodiscard]] bool valid() const { return fd_ >= 0; }
 
-private:
+  private:
     int fd_ = -1;
 };
 
 // One ucp_context with RMA, AM and WAKEUP. UCX_* environment variables (UCX_TLS,
 // UCX_NET_DEVICES, ...) apply as usual; nothing here overrides them.
 class Context {
-public:
+  public:
     [[nodiscard]] static Result<std::shared_ptr<Context>> create(const std::string& name);
     Context(const Context&) = delete;
     Context& operator=(const Context&) = delete;
@@ -54,7 +54,7 @@ public:
 
     [[nodiscard]] ucp_context_h get() const { return context_; }
 
-private:
+  private:
     explicit Context(ucp_context_h context) : context_(context) {}
     ucp_context_h context_;
 };
@@ -65,7 +65,7 @@ private:
 // than registered user memory because a shared-memory read never waits on the owner process, so
 // a dead sender cannot leave a read hanging. Unmapped on destruction; keeps the context alive.
 class MemoryRegion {
-public:
+  public:
     [[nodiscard]] static Result<std::shared_ptr<MemoryRegion>> allocate(
         std::shared_ptr<Context> context, std::size_t nbytes);
     MemoryRegion(const MemoryRegion&) = delete;
@@ -78,7 +78,7 @@ public:
     // The packed remote key a peer unpacks to read this region.
     [[nodiscard]] const std::vector<std::uint8_t>& packed_rkey() const { return packed_rkey_; }
 
-private:
+  private:
     MemoryRegion(std::shared_ptr<Context> context, ucp_mem_h memh, std::byte* data,
                  std::size_t size, std::vector<std::uint8_t> packed_rkey);
 
@@ -91,7 +91,7 @@ private:
 
 // A ucp_worker in UCS_THREAD_MODE_SINGLE with its wake-up file descriptor and address.
 class Worker {
-public:
+  public:
     [[nodiscard]] static Result<std::unique_ptr<Worker>> create(std::shared_ptr<Context> context,
                                                                 const std::string& name);
     Worker(const Worker&) = delete;
@@ -103,7 +103,7 @@ public:
     [[nodiscard]] int event_fd() const { return event_fd_; }
     [[nodiscard]] const std::vector<std::uint8_t>& address() const { return address_; }
 
-private:
+  private:
     Worker(std::shared_ptr<Context> context, ucp_worker_h worker, int event_fd,
            std::vector<std::uint8_t> address);
 
@@ -117,7 +117,7 @@ private:
 // callback and allows a forced close; NONE error handling is what UCX 1.13 needs to pick its
 // shared-memory transports (posix, sysv, cma support no peer-failure handling).
 class Endpoint {
-public:
+  public:
     enum class ErrorMode { none, peer };
 
     Endpoint() = default;
@@ -142,7 +142,7 @@ public:
     // close request for the caller to progress and free (null or an error when done at once).
     [[nodiscard]] ucs_status_ptr_t close();
 
-private:
+  private:
     Endpoint(ucp_ep_h ep, ErrorMode mode) : ep_(ep), mode_(mode) {}
     ucp_ep_h ep_ = nullptr;
     ErrorMode mode_ = ErrorMode::none;
@@ -150,10 +150,11 @@ private:
 
 // An unpacked remote key, valid for the endpoint it was unpacked on.
 class RemoteKey {
-public:
+  public:
     RemoteKey() = default;
     // `packed` must have been verified (UCX parses it without a length).
-    [[nodiscard]] static Result<RemoteKey> unpack(ucp_ep_h ep, std::span<const std::uint8_t> packed);
+    [[nodiscard]] static Result<RemoteKey> unpack(ucp_ep_h ep,
+                                                  std::span<const std::uint8_t> packed);
     RemoteKey(RemoteKey&& other) noexcept : rkey_(std::exchange(other.rkey_, nullptr)) {}
     RemoteKey& operator=(RemoteKey&& other) noexcept;
     RemoteKey(const RemoteKey&) = delete;
@@ -165,7 +166,7 @@ public:
     // still refer to the key until the worker is destroyed.
     void leak() { rkey_ = nullptr; }
 
-private:
+  private:
     explicit RemoteKey(ucp_rkey_h rkey) : rkey_(rkey) {}
     ucp_rkey_h rkey_ = nullptr;
 };

@@ -12,7 +12,7 @@ namespace {
 
 // FNV-1a, 64-bit.
 class Checksum {
-public:
+  public:
     void add(std::span<const std::uint8_t> bytes) {
         add_integer(bytes.size());
         for (std::uint8_t byte : bytes) mix(byte);
@@ -25,7 +25,7 @@ public:
     }
     [[nodiscard]] std::int64_t value() const { return std::bit_cast<std::int64_t>(hash_); }
 
-private:
+  private:
     void mix(std::uint8_t byte) {
         hash_ ^= byte;
         hash_ *= 0x100000001b3ULL;
@@ -38,6 +38,7 @@ std::int64_t checksum_of(const TransferDescriptor& d) {
     sum.add_integer(d.nbytes);
     sum.add(d.address);
     sum.add(d.rkey);
+    sum.add_integer(d.pooled ? 1 : 0);
     sum.add_integer(d.remote_addr);
     sum.add_integer(static_cast<std::uint64_t>(d.transfer_id));
     sum.add(d.sender);
@@ -51,7 +52,8 @@ std::string field_error(std::string_view field, std::string_view problem) {
 
 Result<const Value*> require(const Value& metadata, std::string_view field, ValueKind kind) {
     const Value* value = metadata.find(field);
-    if (value == nullptr) return fail(ErrorCode::invalid_argument, field_error(field, "is missing"));
+    if (value == nullptr)
+        return fail(ErrorCode::invalid_argument, field_error(field, "is missing"));
     if (value->kind() != kind) {
         return fail(ErrorCode::invalid_argument,
                     field_error(field, "must be " + std::string(to_string(kind)) + ", got " +
@@ -84,6 +86,7 @@ Value encode_metadata(const TransferDescriptor& d) {
     map["nbytes"] = Value(static_cast<std::int64_t>(d.nbytes));
     map["address"] = Value(Bytes{d.address});
     map["rkey"] = Value(Bytes{d.rkey});
+    map["pooled"] = Value(d.pooled);
     map["remote_addr"] = Value(std::bit_cast<std::int64_t>(d.remote_addr));
     map["transfer_id"] = Value(d.transfer_id);
     map["sender"] = Value(d.sender);
@@ -98,6 +101,7 @@ Result<TransferDescriptor> decode_metadata(const Value& metadata) {
     d.nbytes = common.nbytes;
     OMNI_TRY(const Value* address, require(metadata, "address", ValueKind::bytes));
     OMNI_TRY(const Value* rkey, require(metadata, "rkey", ValueKind::bytes));
+    OMNI_TRY(const Value* pooled, require(metadata, "pooled", ValueKind::boolean));
     OMNI_TRY(const Value* remote_addr, require(metadata, "remote_addr", ValueKind::integer));
     OMNI_TRY(const Value* transfer_id, require(metadata, "transfer_id", ValueKind::integer));
     OMNI_TRY(const Value* sender, require(metadata, "sender", ValueKind::string));
@@ -105,6 +109,7 @@ Result<TransferDescriptor> decode_metadata(const Value& metadata) {
     OMNI_TRY(const Value* checksum, require(metadata, "checksum", ValueKind::integer));
     d.address = address->if_bytes()->data;
     d.rkey = rkey->if_bytes()->data;
+    d.pooled = pooled->as_bool();
     d.remote_addr = std::bit_cast<std::uint64_t>(remote_addr->as_int());
     d.transfer_id = transfer_id->as_int();
     d.sender = sender->as_string();
@@ -126,7 +131,8 @@ Result<TransferDescriptor> decode_metadata(const Value& metadata) {
     if (checksum->as_int() != checksum_of(d)) {
         return fail(ErrorCode::invalid_argument,
                     "ucx relay metadata is corrupted: its checksum does not match the address, "
-                    "rkey or transfer fields (from sender '" + d.sender + "')");
+                    "rkey or transfer fields (from sender '" +
+                        d.sender + "')");
     }
     return d;
 }

@@ -4,6 +4,8 @@
 //   nbytes       int     bytes to read
 //   address      bytes   the sender's UCX worker address
 //   rkey         bytes   packed remote key of the memory holding the bytes (empty when nbytes 0)
+//   pooled       bool    the key is the sender's long-lived pool key: readers may keep it
+//                        unpacked (on one host that keeps the pool mapped, saving page faults)
 //   remote_addr  int     the bytes' virtual address in the sender
 //   transfer_id  int     echoed in the completion message that releases the sender's memory
 //   sender       string  "<relay name>@<host>:<pid>", for error messages
@@ -27,6 +29,7 @@ struct TransferDescriptor {
     std::size_t nbytes = 0;
     std::vector<std::uint8_t> address;
     std::vector<std::uint8_t> rkey;
+    bool pooled = false;
     std::uint64_t remote_addr = 0;
     std::int64_t transfer_id = 0;
     std::string sender;

@@ -19,7 +19,7 @@ using ucx::Completion;
 std::string describe_timeout(Duration timeout) { return std::to_string(timeout.count()) + " ms"; }
 
 class UcxPutOperation final : public PutOperation {
-public:
+  public:
     UcxPutOperation(Value metadata, std::shared_ptr<Completion> done, std::int64_t transfer_id,
                     std::size_t nbytes)
         : metadata_(std::move(metadata)),
@@ -38,7 +38,7 @@ public:
                         " bytes) within " + describe_timeout(timeout));
     }
 
-private:
+  private:
     Value metadata_;
     std::shared_ptr<Completion> done_;
     std::int64_t transfer_id_;
@@ -46,7 +46,7 @@ private:
 };
 
 class UcxGetOperation final : public GetOperation {
-public:
+  public:
     UcxGetOperation(Tensor dest, std::shared_ptr<Completion> done, std::string sender)
         : dest_(std::move(dest)), done_(std::move(done)), sender_(std::move(sender)) {}
 
@@ -61,7 +61,7 @@ public:
 
     Tensor tensor() const override { return dest_; }
 
-private:
+  private:
     Tensor dest_;
     std::shared_ptr<Completion> done_;
     std::string sender_;
@@ -69,7 +69,7 @@ private:
 
 // Thread safety: every method may be called from any thread (relay.h).
 class UcxRelay final : public Relay {
-public:
+  public:
     static Result<std::unique_ptr<Relay>> create(const RelayOptions& options) {
         if (!options.device.is_cpu()) {
             return fail(ErrorCode::unimplemented,
@@ -85,7 +85,7 @@ public:
         std::string name = options.name.empty() ? "ucx" : options.name;
         OMNI_TRY(auto context, ucx::Context::create(name));
         OMNI_TRY(auto memory, ucx::SendMemory::create(context, options.slot_bytes,
-                                                       static_cast<std::size_t>(options.credits)));
+                                                      static_cast<std::size_t>(options.credits)));
         OMNI_TRY(auto engine, ucx::Engine::create(context, name));
         char host[256] = {};
         ::gethostname(host, sizeof host - 1);
@@ -132,13 +132,15 @@ public:
         }
         OMNI_TRY(ucx::StagedSource staged, memory_->stage(tensor));
         d.rkey = std::move(staged.rkey);
+        d.pooled = staged.pooled;
         d.remote_addr = reinterpret_cast<std::uintptr_t>(staged.tensor.data());
         d.transfer_id = next_transfer_id_.fetch_add(1, std::memory_order_relaxed);
-        OMNI_RETURN_IF_ERROR(engine_->publish(ucx::OutgoingTransfer{.id = d.transfer_id,
-                                                                    .request_id = request_id,
-                                                                    .done = done,
-                                                                    .source = std::move(staged.tensor),
-                                                                    .credit = std::move(staged.credit)}));
+        OMNI_RETURN_IF_ERROR(
+            engine_->publish(ucx::OutgoingTransfer{.id = d.transfer_id,
+                                                   .request_id = request_id,
+                                                   .done = done,
+                                                   .source = std::move(staged.tensor),
+                                                   .credit = std::move(staged.credit)}));
         return std::make_unique<UcxPutOperation>(ucx::encode_metadata(d), std::move(done),
                                                  d.transfer_id, d.nbytes);
     }
@@ -177,7 +179,7 @@ public:
         engine_->stop();
     }
 
-private:
+  private:
     UcxRelay(std::string label, std::unique_ptr<ucx::SendMemory> memory,
              std::unique_ptr<ucx::Engine> engine)
         : label_(std::move(label)), memory_(std::move(memory)), engine_(std::move(engine)) {
@@ -195,9 +197,9 @@ private:
 
     static Status check_destination(const Tensor& dest, std::size_t nbytes) {
         if (!dest.device().is_cpu()) {
-            return fail(ErrorCode::invalid_argument,
-                        "ucx relay reads into host memory; destination is on " +
-                            dest.device().to_string());
+            return fail(
+                ErrorCode::invalid_argument,
+                "ucx relay reads into host memory; destination is on " + dest.device().to_string());
         }
         if (dest.read_only()) {
             return fail(ErrorCode::invalid_argument, "ucx relay: destination tensor is read-only");

@@ -17,9 +17,10 @@ struct SendMemory::Pool : std::enable_shared_from_this<Pool> {
 
     // A Storage over slot `index` that returns it when the last reference goes.
     std::shared_ptr<Storage> lease(std::size_t index) {
-        return Storage::wrap(region->data() + index * slot_bytes, slot_bytes, Device::cpu(),
-                             [self = shared_from_this(), index](std::byte*) { self->release(index); },
-                             /*read_only=*/false);
+        return Storage::wrap(
+            region->data() + index * slot_bytes, slot_bytes, Device::cpu(),
+            [self = shared_from_this(), index](std::byte*) { self->release(index); },
+            /*read_only=*/false);
     }
 
     void release(std::size_t index) {
@@ -108,8 +109,8 @@ Result<Tensor> SendMemory::allocate(std::size_t nbytes) {
         return Tensor::from_storage(pool_->lease(*index), DType::u8, shape);
     }
     OMNI_TRY(auto region, MemoryRegion::allocate(context_, nbytes));
-    auto storage = Storage::wrap(region->data(), nbytes, Device::cpu(),
-                                 [region](std::byte*) {}, /*read_only=*/false);
+    auto storage = Storage::wrap(
+        region->data(), nbytes, Device::cpu(), [region](std::byte*) {}, /*read_only=*/false);
     {
         std::lock_guard lock(dedicated_mutex_);
         std::erase_if(dedicated_, [](const auto& weak) { return weak.expired(); });
@@ -124,7 +125,7 @@ Result<StagedSource> SendMemory::stage(const Tensor& tensor) {
     if (tensor.is_contiguous()) {
         // A slot leased by allocate(): the tensor's storage is the lease and its credit.
         if (pool_->region->contains(tensor.data(), nbytes)) {
-            return StagedSource{tensor, nullptr, pool_->region->packed_rkey()};
+            return StagedSource{tensor, nullptr, pool_->region->packed_rkey(), true};
         }
         if (auto region = find_dedicated(tensor.data(), nbytes)) {
             OMNI_TRY(auto credit, acquire_credit());
@@ -136,12 +137,13 @@ Result<StagedSource> SendMemory::stage(const Tensor& tensor) {
     if (nbytes <= slot_bytes_) {
         tensor.copy_to(std::span(credit->data(), nbytes));
         OMNI_TRY(Tensor staged, Tensor::from_storage(credit, DType::u8, shape));
-        return StagedSource{std::move(staged), std::move(credit), pool_->region->packed_rkey()};
+        return StagedSource{std::move(staged), std::move(credit), pool_->region->packed_rkey(),
+                            true};
     }
     OMNI_TRY(auto region, MemoryRegion::allocate(context_, nbytes));
     tensor.copy_to(std::span(region->data(), nbytes));
-    auto storage = Storage::wrap(region->data(), nbytes, Device::cpu(),
-                                 [region](std::byte*) {}, /*read_only=*/false);
+    auto storage = Storage::wrap(
+        region->data(), nbytes, Device::cpu(), [region](std::byte*) {}, /*read_only=*/false);
     OMNI_TRY(Tensor staged, Tensor::from_storage(std::move(storage), DType::u8, shape));
     return StagedSource{std::move(staged), std::move(credit), region->packed_rkey()};
 }

@@ -23,14 +23,15 @@ namespace omnirt::relay::ucx {
 
 // A tensor staged in registered memory for one put.
 struct StagedSource {
-    Tensor tensor;                     // contiguous bytes in registered memory; keeps them alive
-    std::shared_ptr<Storage> credit;   // the transfer's credit (a slot lease); may be the same
-                                       // slot as `tensor`'s storage
-    std::vector<std::uint8_t> rkey;    // packed remote key of the memory holding `tensor`
+    Tensor tensor;                    // contiguous bytes in registered memory; keeps them alive
+    std::shared_ptr<Storage> credit;  // the transfer's credit (a slot lease); may be the same
+                                      // slot as `tensor`'s storage
+    std::vector<std::uint8_t> rkey;   // packed remote key of the memory holding `tensor`
+    bool pooled = false;              // `rkey` is the pool's, valid while the relay lives
 };
 
 class SendMemory {
-public:
+  public:
     [[nodiscard]] static Result<std::unique_ptr<SendMemory>> create(
         std::shared_ptr<Context> context, std::size_t slot_bytes, std::size_t credits);
     SendMemory(const SendMemory&) = delete;
@@ -56,7 +57,7 @@ public:
     [[nodiscard]] std::size_t slot_bytes() const { return slot_bytes_; }
     [[nodiscard]] std::size_t free_credits() const;
 
-private:
+  private:
     struct Pool;
     SendMemory(std::shared_ptr<Context> context, std::shared_ptr<Pool> pool);
 
