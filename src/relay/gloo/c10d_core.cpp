@@ -386,15 +386,15 @@ void CoreImpl::cleanup(const std::string& request_id) {
         }
     }
     std::lock_guard lock(mutex_);
-    if (closed_) {
-        for (auto& orphan : orphans) abort_transfer(*orphan, "the relay was closed", true);
-        for (auto& orphan : orphans) {
-            std::lock_guard orphan_lock(orphan->mutex);
-            orphan->work.reset();
-        }
+    if (!closed_) {
+        orphans_.insert(orphans_.end(), orphans.begin(), orphans.end());
         return;
     }
-    orphans_.insert(orphans_.end(), orphans.begin(), orphans.end());
+    // close() ran meanwhile and released the transport: let go of these Works too.
+    for (auto& orphan : orphans) {
+        std::lock_guard orphan_lock(orphan->mutex);
+        orphan->work.reset();
+    }
 }
 
 void CoreImpl::close() {

@@ -86,6 +86,18 @@ std::shared_ptr<::gloo::transport::Device> make_gloo_device(const C10dOptions& c
     return c10d::ProcessGroupGloo::createDefaultDevice();
 }
 
+// The exception in flight during a rendezvous that started at `start`: deadline_exceeded once
+// the timeout has passed, whatever the store reported (a FileStore whose file nobody created
+// yet fails with "No such file or directory" at its timeout).
+Error rendezvous_error(std::chrono::steady_clock::time_point start, Duration timeout,
+                       const std::string& context) {
+    Error error = current_exception_error(ErrorCode::unavailable, context);
+    if (std::chrono::steady_clock::now() - start >= timeout) {
+        error.code = ErrorCode::deadline_exceeded;
+    }
+    return error;
+}
+
 }  // namespace
 
 Error current_exception_error(ErrorCode code, const std::string& context) {
@@ -114,6 +126,7 @@ Error current_exception_error(ErrorCode code, const std::string& context) {
 Result<C10dStore> open_c10d_store(const RelayOptions& options, const C10dOptions& c10d) {
     OMNI_RETURN_IF_ERROR(validate(options, c10d));
     std::string_view rendezvous = options.rendezvous;
+    const auto start = std::chrono::steady_clock::now();
     try {
         c10::intrusive_ptr<c10d::Store> store;
         if (rendezvous.starts_with(kFileScheme) && rendezvous.size() > kFileScheme.size()) {
@@ -148,10 +161,10 @@ Result<C10dStore> open_c10d_store(const RelayOptions& options, const C10dOptions
         }
         return opened;
     } catch (...) {
-        return fail(current_exception_error(
-            ErrorCode::unavailable, describe(options) +
-                                        " could not reach rank 0 through its rendezvous within " +
-                                        std::to_string(c10d.timeout.count()) + " ms"));
+        return fail(rendezvous_error(
+            start, c10d.timeout,
+            describe(options) + " could not reach rank 0 through its " + "rendezvous within " +
+                std::to_string(c10d.timeout.count()) + " ms (has rank 0 started?)"));
     }
 }
 
@@ -162,6 +175,7 @@ Result<C10dGroup> join_gloo_group(const RelayOptions& options, const C10dOptions
                         options.device.to_string() + " (nccl moves cuda tensors)");
     }
     OMNI_TRY(C10dStore opened, open_c10d_store(options, c10d));
+    const auto start = std::chrono::steady_clock::now();
     try {
         auto pg_options = c10d::ProcessGroupGloo::Options::create(c10d.timeout);
         pg_options->devices.push_back(make_gloo_device(c10d));
@@ -180,8 +194,8 @@ Result<C10dGroup> join_gloo_group(const RelayOptions& options, const C10dOptions
             .transport_timeout = c10d.timeout,
         };
     } catch (...) {
-        return fail(current_exception_error(
-            ErrorCode::unavailable,
+        return fail(rendezvous_error(
+            start, c10d.timeout,
             describe(options) + " could not connect to all " + std::to_string(options.world_size) +
                 " ranks within " + std::to_string(c10d.timeout.count()) +
                 " ms (did every rank start with the same rendezvous, and is the rendezvous "
