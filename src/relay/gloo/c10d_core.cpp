@@ -68,12 +68,26 @@ Result<at::Tensor> byte_view(const Tensor& tensor) {
     OMNI_TRY(Tensor bytes, Tensor::from_storage(tensor.storage(), DType::u8,
                                                 {static_cast<std::int64_t>(tensor.nbytes())}, {},
                                                 tensor.storage_offset()));
-    return torch_bridge::to_torch(bytes);
+    try {
+        return torch_bridge::to_torch(bytes);
+    } catch (...) {
+        return fail(current_exception_error(ErrorCode::internal, "cannot view a tensor in torch"));
+    }
 }
 
-// Fails a pending transfer with aborted and wakes its waiter. Returns the Work the transport
-// may still touch (null when the transfer had finished); `release` also takes it out.
-WorkPtr abort_transfer(Transfer& transfer, const std::string& reason, bool release) {
+// Wakes a thread blocked in work->wait (gloo). Never throws: c10d's default Work::abort does.
+void wake_waiter(const WorkPtr& work) noexcept {
+    try {
+        work->abort();
+    } catch (...) {
+    }
+}
+
+// Fails a pending transfer with aborted and, with `wake` (gloo), wakes its waiter; polling
+// waiters (nccl) see the state themselves, and NCCL's Work::abort would tear down the
+// communicator. Returns the Work the transport may still touch (null when the transfer had
+// finished); `release` also takes it out of the transfer.
+WorkPtr abort_transfer(Transfer& transfer, const std::string& reason, bool release, bool wake) {
     WorkPtr work;
     {
         std::lock_guard lock(transfer.mutex);
@@ -83,7 +97,7 @@ WorkPtr abort_transfer(Transfer& transfer, const std::string& reason, bool relea
             Error{ErrorCode::aborted, transfer.description + " was aborted: " + reason};
         work = release ? std::move(transfer.work) : transfer.work;
     }
-    if (work) work->abort();
+    if (work && wake) wake_waiter(work);
     return work;
 }
 
@@ -115,6 +129,7 @@ class CoreImpl final : public C10dCore {
 
   private:
     Status check_open() const;
+    bool wakes() const { return group_.wait_mode == C10dWaitMode::abort_sliced; }
     Status check_tensor(const Tensor& tensor, const char* role) const;
     std::shared_ptr<Transfer> make_transfer(const std::string& request_id, bool is_send,
                                             std::int64_t src, std::int64_t dst, std::int64_t tag,
@@ -283,9 +298,11 @@ Result<C10dCore::Receiving> CoreImpl::start_recv(const Value& metadata_value, Te
 // Throws what the transport reports.
 bool CoreImpl::wait_once(const WorkPtr& work, Clock::time_point deadline) {
     if (group_.wait_mode == C10dWaitMode::poll_completion) {
-        // One CUDA event query per poll; the back-off keeps a long wait cheap.
+        // One CUDA event query per poll; the back-off keeps a long wait cheap. Returns every
+        // few milliseconds so that the caller sees aborts.
+        const auto slice_end = std::min(deadline, Clock::now() + std::chrono::milliseconds(8));
         auto pause = std::chrono::microseconds(20);
-        while (Clock::now() < deadline) {
+        while (Clock::now() < slice_end) {
             if (work->isCompleted()) {
                 if (!work->isSuccess()) std::rethrow_exception(work->exception());
                 return true;
@@ -296,7 +313,7 @@ bool CoreImpl::wait_once(const WorkPtr& work, Clock::time_point deadline) {
         return false;
     }
     const auto slice_end = std::min(deadline, Clock::now() + slice_);
-    auto ticket = timer_.arm(slice_end, [work] { work->abort(); });
+    auto ticket = timer_.arm(slice_end, [work] { wake_waiter(work); });
     bool done = false;
     try {
         done = work->wait(::kNoTimeout);  // gloo: the transport timeout, never reached
@@ -381,7 +398,7 @@ void CoreImpl::cleanup(const std::string& request_id) {
     }
     std::vector<std::shared_ptr<Transfer>> orphans;
     for (auto& transfer : transfers) {
-        if (abort_transfer(*transfer, "cleanup(" + request_id + ")", false)) {
+        if (abort_transfer(*transfer, "cleanup(" + request_id + ")", false, wakes())) {
             orphans.push_back(transfer);
         }
     }
@@ -413,7 +430,7 @@ void CoreImpl::close() {
         process_group = std::move(group_.process_group);
     }
     for (auto& transfer : transfers) {
-        abort_transfer(*transfer, "the relay was closed", true);
+        abort_transfer(*transfer, "the relay was closed", true, wakes());
         std::lock_guard lock(transfer->mutex);
         transfer->work.reset();  // orphans were aborted earlier and still hold theirs
     }
