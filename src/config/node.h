@@ -4,8 +4,8 @@
 // need and nothing else: scalars keep their text and whether they were quoted (quoted scalars
 // are always strings; plain ones are typed by the YAML 1.2 core schema), maps keep their
 // entries in file order. Duplicate map keys, non-scalar keys, more than one document, nesting
-// deeper than kMaxConfigDepth and more than kMaxConfigNodes nodes (alias expansion included)
-// are errors.
+// deeper than kMaxConfigDepth and more than kMaxConfigNodes nodes (alias expansion included,
+// and again for the copies anchors keep) are errors.
 //
 // JSON goes through the same parser (JSON is YAML flow syntax), so JSON configs report lines
 // too.

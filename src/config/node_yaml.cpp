@@ -137,7 +137,15 @@ class TreeBuilder final : public YAML::EventHandler {
     }
 
     void finish(ConfigNode node, YAML::anchor_t anchor, const YAML::Mark& mark, Shape shape) {
-        if (anchor != 0) anchors_[anchor] = Anchored{node, shape};
+        if (anchor != 0) {
+            // Anchored subtrees are kept as copies; nested anchors copy their contents again.
+            anchored_nodes_ += shape.count;
+            if (anchored_nodes_ > kMaxConfigNodes) {
+                throw BuildError{
+                    mark, "anchors hold more than " + std::to_string(kMaxConfigNodes) + " nodes"};
+            }
+            anchors_[anchor] = Anchored{node, shape};
+        }
         if (stack_.empty()) {
             root_ = std::move(node);
             has_root_ = true;
@@ -180,6 +188,7 @@ class TreeBuilder final : public YAML::EventHandler {
     bool has_root_ = false;
     int documents_ = 0;
     std::size_t nodes_ = 0;
+    std::size_t anchored_nodes_ = 0;
 };
 
 }  // namespace
@@ -209,6 +218,8 @@ expected<ConfigNode, Diagnostic> parse_config_document(std::string_view text,
         return failure(YAML::Mark::null_mark(), "out of memory while parsing");
     } catch (const std::exception& error) {
         return failure(YAML::Mark::null_mark(), std::string("cannot parse: ") + error.what());
+    } catch (...) {
+        return failure(YAML::Mark::null_mark(), "cannot parse: unknown error");
     }
 }
 

@@ -16,6 +16,10 @@ bool valid_tp_list(const StageConfig& stage) {
            stage.gpu.size() == static_cast<std::size_t>(stage.tp_size);
 }
 
+// Rank processes beyond this many are not checked for name collisions (keeps a config with an
+// absurd tp_size cheap to validate).
+constexpr int kMaxCheckedRanks = 4096;
+
 // The OS process names a stage occupies: its `process` for a non-TP stage; for a TP stage
 // the prefix (`process` or the name) and every `{prefix}_tp{rank}`, all owned exclusively.
 std::vector<std::string> process_names(const StageConfig& stage) {
@@ -25,7 +29,7 @@ std::vector<std::string> process_names(const StageConfig& stage) {
     }
     std::string prefix = stage.process.value_or(stage.name);
     std::vector<std::string> names{prefix};
-    for (int rank = 0; rank < stage.tp_size && rank < 4096; ++rank) {
+    for (int rank = 0; rank < stage.tp_size && rank < kMaxCheckedRanks; ++rank) {
         names.push_back(prefix + "_tp" + std::to_string(rank));
     }
     return names;

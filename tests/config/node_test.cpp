@@ -131,6 +131,17 @@ TEST(ConfigNode, TabIndentedJsonIsParsed) {
     EXPECT_EQ(root.find("b")->location.line, 4);
 }
 
+TEST(ConfigNode, ByteOrderMarkAndCrlfLineEndings) {
+    ConfigNode root = parse(
+        "\xEF\xBB\xBF"
+        "a: 1\r\nb:\r\n  - x\r\n");
+    ASSERT_NE(root.find_entry("a"), nullptr);
+    ASSERT_NE(root.find("b"), nullptr);
+    EXPECT_EQ(root.find_entry("a")->key_location.to_string(), "n.yaml:1:1");
+    EXPECT_EQ(root.find("b")->items.at(0).location.to_string(), "n.yaml:3:5");
+    EXPECT_EQ(root.find("b")->items.at(0).text, "x");
+}
+
 TEST(ConfigNode, DuplicateKeysAreAnError) {
     EXPECT_EQ(parse_error("a: 1\nb: 2\na: 3\n"),
               "n.yaml:3:1: duplicate key 'a' (first written at line 1)");
