@@ -10,6 +10,9 @@ FUZZ_DIR ?= build-fuzz
 FUZZ_SECONDS ?= 20
 JOBS ?= $(shell nproc)
 CTEST_FLAGS ?= --output-on-failure -j $(JOBS) --timeout 600
+# ccache hits across checkouts in different directories (a fresh clone reuses the cache).
+export CCACHE_BASEDIR := $(CURDIR)
+export CCACHE_NOHASHDIR := 1
 
 .PHONY: setup build test sanitize fuzz format clean
 
