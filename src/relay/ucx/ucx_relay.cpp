@@ -102,7 +102,8 @@ class UcxRelay final : public Relay {
         return Capabilities{.zero_copy_receive = false,
                             .cross_host = true,
                             .needs_rank_topology = false,
-                            .device_memory = false};
+                            .device_memory = false,
+                            .credit_flow_control = true};
     }
 
     Result<Tensor> allocate_send_buffer(std::size_t nbytes) override {
