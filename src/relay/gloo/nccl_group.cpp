@@ -42,8 +42,9 @@ Result<C10dGroup> join_nccl_group(const RelayOptions& options, const C10dOptions
     }
     OMNI_TRY(C10dStore opened, open_c10d_store(options, c10d));
     try {
+        // The operation timeout stays at libtorch's default (a posted send may wait long for
+        // its receiver); c10d.timeout bounds the store and the communicator set-up below.
         auto pg_options = c10d::ProcessGroupNCCL::Options::create();
-        pg_options->timeout = c10d.timeout;
         auto group = c10::make_intrusive<c10d::ProcessGroupNCCL>(
             opened.store, static_cast<int>(options.rank), static_cast<int>(options.world_size),
             pg_options);
