@@ -86,8 +86,8 @@ TEST_P(ShmRoundTripTest, DeliversTheBytes) {
 
 std::vector<RoundTripCase> round_trip_cases() {
     std::vector<RoundTripCase> cases;
-    for (std::size_t nbytes : {std::size_t{0}, std::size_t{1}, std::size_t{4095}, kSlot,
-                               kSlot + 1, std::size_t{64} << 20}) {
+    for (std::size_t nbytes : {std::size_t{0}, std::size_t{1}, std::size_t{4095}, kSlot, kSlot + 1,
+                               std::size_t{64} << 20}) {
         for (Receive receive : {Receive::into_dest, Receive::allocated_copy, Receive::zero_copy}) {
             for (bool send_buffer : {false, true}) cases.push_back({nbytes, receive, send_buffer});
         }

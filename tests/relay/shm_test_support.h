@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <dirent.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstring>
@@ -49,6 +51,15 @@ inline bool eventually(const std::function<bool()>& done) {
         std::this_thread::yield();
     }
     return true;
+}
+
+// The pid of a process that has exited and been reaped (until the kernel reuses it).
+inline pid_t dead_pid() {
+    pid_t child = ::fork();
+    if (child == 0) ::_exit(0);
+    int status = 0;
+    ::waitpid(child, &status, 0);
+    return child;
 }
 
 class ShmRelayTest : public ::testing::Test {

@@ -97,9 +97,9 @@ void DedicatedSegment::wake() {
 }
 
 void DedicatedSegment::post(std::uint64_t offset, std::uint64_t nbytes) {
-    OMNI_CHECK(offset >= kPageBytes && offset <= segment_->size() &&
-                   nbytes <= segment_->size() - offset,
-               "shm relay posted a range outside its dedicated segment");
+    OMNI_CHECK(
+        offset >= kPageBytes && offset <= segment_->size() && nbytes <= segment_->size() - offset,
+        "shm relay posted a range outside its dedicated segment");
     header().data_offset = offset;
     header().nbytes = nbytes;
     header().reader_pid.store(0, std::memory_order_relaxed);
@@ -133,7 +133,7 @@ void DedicatedSegment::abort() {
 }
 
 Status DedicatedSegment::claim(std::uint64_t offset, std::uint64_t nbytes) {
-    const std::string where = "shm dedicated segment '" + segment_->name() + "'";
+    auto where = [&] { return "shm dedicated segment '" + segment_->name() + "'"; };
     std::uint32_t current = word_of(DedicatedState::posted);
     if (header().state.compare_exchange_strong(current, word_of(DedicatedState::claimed))) {
         // The posted range is read only now: the claim (acquire) orders it after post().
@@ -148,7 +148,7 @@ Status DedicatedSegment::claim(std::uint64_t offset, std::uint64_t nbytes) {
             }
             return fail(ErrorCode::invalid_argument,
                         "shm metadata (offset " + std::to_string(offset) + ", nbytes " +
-                            std::to_string(nbytes) + ") does not match " + where +
+                            std::to_string(nbytes) + ") does not match " + where() +
                             " (posted offset " + std::to_string(posted_offset) + ", nbytes " +
                             std::to_string(posted_nbytes) + ", " + std::to_string(size) +
                             " bytes mapped)");
@@ -158,18 +158,18 @@ Status DedicatedSegment::claim(std::uint64_t offset, std::uint64_t nbytes) {
     }
     switch (state_of(current)) {
         case DedicatedState::writing:
-            return fail(ErrorCode::invalid_argument, where + " has not been posted yet");
+            return fail(ErrorCode::invalid_argument, where() + " has not been posted yet");
         case DedicatedState::claimed:
             return fail(ErrorCode::failed_precondition,
-                        where + " is already being read (get_async called twice?)");
+                        where() + " is already being read (get_async called twice?)");
         case DedicatedState::done:
-            return fail(ErrorCode::not_found, where + " was already consumed");
+            return fail(ErrorCode::not_found, where() + " was already consumed");
         case DedicatedState::aborted:
-            return fail(ErrorCode::aborted, where + " was cleaned up by the sender");
+            return fail(ErrorCode::aborted, where() + " was cleaned up by the sender");
         case DedicatedState::posted:
             break;  // only with the abandoned bit, which posted never carries
     }
-    return fail(ErrorCode::data_loss, where + " has an invalid state word");
+    return fail(ErrorCode::data_loss, where() + " has an invalid state word");
 }
 
 void DedicatedSegment::release() {

@@ -18,14 +18,14 @@ Result<std::uint64_t> read_integer(const Value& metadata, std::string_view field
     }
     const std::int64_t* number = value->if_int();
     if (number == nullptr) {
-        return fail(ErrorCode::invalid_argument,
-                    "shm relay metadata field '" + std::string(field) +
-                        "' must be an integer, got " + std::string(to_string(value->kind())));
+        return fail(ErrorCode::invalid_argument, "shm relay metadata field '" + std::string(field) +
+                                                     "' must be an integer, got " +
+                                                     std::string(to_string(value->kind())));
     }
     if (*number < 0 || static_cast<std::uint64_t>(*number) > max) {
-        return fail(ErrorCode::invalid_argument,
-                    "shm relay metadata field '" + std::string(field) + "' is " +
-                        std::to_string(*number) + ", outside [0, " + std::to_string(max) + "]");
+        return fail(ErrorCode::invalid_argument, "shm relay metadata field '" + std::string(field) +
+                                                     "' is " + std::to_string(*number) +
+                                                     ", outside [0, " + std::to_string(max) + "]");
     }
     return static_cast<std::uint64_t>(*number);
 }
@@ -69,8 +69,8 @@ Result<TransferMetadata> TransferMetadata::parse(const Value& metadata) {
     } else if (kind == "dedicated") {
         parsed.kind = TransferKind::dedicated;
     } else {
-        return fail(ErrorCode::invalid_argument, "shm relay metadata 'kind' is '" + kind +
-                                                     "', expected 'slot' or 'dedicated'");
+        return fail(ErrorCode::invalid_argument,
+                    "shm relay metadata 'kind' is '" + kind + "', expected 'slot' or 'dedicated'");
     }
     OMNI_TRY(parsed.segment, read_string(metadata, "segment"));
     OMNI_TRY(std::uint64_t owner, read_integer(metadata, "owner_pid", 0x7fffffff));
@@ -85,9 +85,9 @@ Result<TransferMetadata> TransferMetadata::parse(const Value& metadata) {
                                                      "', not an omnirt shared-memory segment");
     }
     if (name->pid != parsed.owner_pid) {
-        return fail(ErrorCode::invalid_argument,
-                    "shm relay metadata 'segment' '" + parsed.segment +
-                        "' was not created by owner_pid " + std::to_string(owner));
+        return fail(ErrorCode::invalid_argument, "shm relay metadata 'segment' '" + parsed.segment +
+                                                     "' was not created by owner_pid " +
+                                                     std::to_string(owner));
     }
     OMNI_TRY(parsed.offset, read_integer(metadata, "offset", kMaxInt));
     if (parsed.kind == TransferKind::slot) {

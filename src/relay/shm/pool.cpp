@@ -55,9 +55,9 @@ Result<PoolGeometry> PoolGeometry::compute(std::uint64_t slot_bytes, std::int64_
                                                      std::to_string(credits));
     }
     if (slot_bytes < 1 || slot_bytes > kMaxPoolBytes) {
-        return fail(ErrorCode::invalid_argument,
-                    "shm relay slot size must be in [1 byte, 64 TiB], got " +
-                        std::to_string(slot_bytes));
+        return fail(
+            ErrorCode::invalid_argument,
+            "shm relay slot size must be in [1 byte, 64 TiB], got " + std::to_string(slot_bytes));
     }
     PoolGeometry geometry;
     geometry.slot_count = static_cast<std::uint32_t>(credits);
@@ -65,9 +65,9 @@ Result<PoolGeometry> PoolGeometry::compute(std::uint64_t slot_bytes, std::int64_
     geometry.slot_stride = round_up(slot_bytes, kPageBytes);
     geometry.data_offset = round_up(kHeaderBytes + kControlBytes * geometry.slot_count, kPageBytes);
     if (geometry.slot_stride > (kMaxPoolBytes - geometry.data_offset) / geometry.slot_count) {
-        return fail(ErrorCode::invalid_argument,
-                    "shm relay pool of " + std::to_string(credits) + " slots of " +
-                        std::to_string(slot_bytes) + " bytes is too large");
+        return fail(ErrorCode::invalid_argument, "shm relay pool of " + std::to_string(credits) +
+                                                     " slots of " + std::to_string(slot_bytes) +
+                                                     " bytes is too large");
     }
     geometry.segment_bytes = geometry.data_offset + geometry.slot_stride * geometry.slot_count;
     return geometry;
@@ -75,8 +75,7 @@ Result<PoolGeometry> PoolGeometry::compute(std::uint64_t slot_bytes, std::int64_
 
 Pool::Pool(std::shared_ptr<Segment> segment, PoolGeometry geometry, std::uint64_t pool_id,
            pid_t owner_pid)
-    : segment_(std::move(segment)), geometry_(geometry), pool_id_(pool_id),
-      owner_pid_(owner_pid) {
+    : segment_(std::move(segment)), geometry_(geometry), pool_id_(pool_id), owner_pid_(owner_pid) {
     static_assert(sizeof(Header) == kHeaderBytes);
     static_assert(sizeof(SlotControl) == kControlBytes);
     static_assert(std::atomic<std::uint64_t>::is_always_lock_free);
@@ -134,10 +133,10 @@ Result<std::shared_ptr<Pool>> Pool::attach(const std::string& name, pid_t expect
                          std::to_string(kPoolVersion));
     }
     if (header->owner_pid != expected_owner) {
-        return fail(ErrorCode::invalid_argument,
-                    "shm pool segment '" + name + "' belongs to pid " +
-                        std::to_string(header->owner_pid) + ", but the metadata says pid " +
-                        std::to_string(expected_owner));
+        return fail(ErrorCode::invalid_argument, "shm pool segment '" + name + "' belongs to pid " +
+                                                     std::to_string(header->owner_pid) +
+                                                     ", but the metadata says pid " +
+                                                     std::to_string(expected_owner));
     }
     if (header->pool_id != expected_pool_id) {
         return fail(ErrorCode::not_found, "shm pool segment '" + name +
@@ -199,8 +198,9 @@ void Pool::post(SlotTicket ticket, std::uint64_t offset, std::uint64_t nbytes) {
 
 bool Pool::cancel_write(SlotTicket ticket) {
     std::uint32_t expected = SlotWord::make(ticket.generation, SlotState::writing);
-    if (!control(ticket.slot).word.compare_exchange_strong(
-            expected, SlotWord::make(ticket.generation, SlotState::free))) {
+    if (!control(ticket.slot)
+             .word.compare_exchange_strong(expected,
+                                           SlotWord::make(ticket.generation, SlotState::free))) {
         return false;
     }
     signal_credit();
@@ -299,14 +299,16 @@ bool Pool::closed() const { return header().closed.load(std::memory_order_acquir
 
 Status Pool::claim(SlotTicket ticket, std::uint64_t offset, std::uint64_t nbytes) {
     auto& slot = control(ticket.slot);
-    const std::string where = "slot " + std::to_string(ticket.slot) + " of '" +
-                              segment_->name() + "'";
+    auto where = [&] {
+        return "slot " + std::to_string(ticket.slot) + " of '" + segment_->name() + "'";
+    };
     std::uint32_t current = SlotWord::make(ticket.generation, SlotState::posted);
-    if (!slot.word.compare_exchange_strong(
-            current, SlotWord::make(ticket.generation, SlotState::claimed), std::memory_order_seq_cst)) {
+    if (!slot.word.compare_exchange_strong(current,
+                                           SlotWord::make(ticket.generation, SlotState::claimed),
+                                           std::memory_order_seq_cst)) {
         if (SlotWord::generation(current) != ticket.generation) {
             return fail(ErrorCode::not_found,
-                        "stale shm metadata: " + where + " holds generation " +
+                        "stale shm metadata: " + where() + " holds generation " +
                             std::to_string(SlotWord::generation(current)) + ", not " +
                             std::to_string(ticket.generation) +
                             " (the transfer was consumed or cleaned up and the slot reused)");
@@ -314,14 +316,15 @@ Status Pool::claim(SlotTicket ticket, std::uint64_t offset, std::uint64_t nbytes
         switch (SlotWord::state(current)) {
             case SlotState::claimed:
                 return fail(ErrorCode::failed_precondition,
-                            "shm transfer in " + where + " is already being read (get_async "
-                            "called twice with the same metadata?)");
+                            "shm transfer in " + where() +
+                                " is already being read (get_async "
+                                "called twice with the same metadata?)");
             case SlotState::writing:
                 return fail(ErrorCode::invalid_argument,
-                            "shm transfer in " + where + " has not been posted yet");
+                            "shm transfer in " + where() + " has not been posted yet");
             default:
-                return fail(ErrorCode::not_found, "shm transfer in " + where +
-                                                      " was already consumed or cleaned up");
+                return fail(ErrorCode::not_found,
+                            "shm transfer in " + where() + " was already consumed or cleaned up");
         }
     }
     std::uint64_t posted_offset = slot.offset.load(std::memory_order_relaxed);
@@ -335,7 +338,7 @@ Status Pool::claim(SlotTicket ticket, std::uint64_t offset, std::uint64_t nbytes
             release(ticket);
         }
         return fail(ErrorCode::invalid_argument,
-                    "shm metadata does not match the transfer posted in " + where + ": offset " +
+                    "shm metadata does not match the transfer posted in " + where() + ": offset " +
                         std::to_string(offset) + " nbytes " + std::to_string(nbytes) +
                         " vs posted offset " + std::to_string(posted_offset) + " nbytes " +
                         std::to_string(posted_nbytes));

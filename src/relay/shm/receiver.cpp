@@ -33,9 +33,9 @@ private:
 Status check_destination(const Tensor& dest, std::uint64_t nbytes) {
     if (!dest.defined()) return {};
     if (!dest.device().is_cpu()) {
-        return fail(ErrorCode::invalid_argument,
-                    "shm get_async needs a host destination, got one on " +
-                        dest.device().to_string());
+        return fail(
+            ErrorCode::invalid_argument,
+            "shm get_async needs a host destination, got one on " + dest.device().to_string());
     }
     if (dest.read_only()) {
         return fail(ErrorCode::invalid_argument, "shm get_async destination is read-only");
@@ -60,8 +60,7 @@ Result<Tensor> copy_destination(Tensor dest, std::uint64_t nbytes) {
 Result<Tensor> read_only_view(std::byte* data, std::uint64_t nbytes, Storage::Deleter release) {
     auto storage = Storage::wrap(data, nbytes, Device::cpu(), std::move(release),
                                  /*read_only=*/true);
-    return Tensor::from_storage(std::move(storage), DType::u8,
-                                {static_cast<std::int64_t>(nbytes)});
+    return Tensor::from_storage(std::move(storage), DType::u8, {static_cast<std::int64_t>(nbytes)});
 }
 
 }  // namespace
@@ -81,8 +80,7 @@ Result<std::unique_ptr<GetOperation>> Receiver::get(const Value& metadata, Tenso
         forget_owner(parsed.owner_pid);
         return fail(ErrorCode::unavailable, "the sending process " +
                                                 std::to_string(parsed.owner_pid) +
-                                                " of shm segment '" + parsed.segment +
-                                                "' is gone");
+                                                " of shm segment '" + parsed.segment + "' is gone");
     }
     OMNI_TRY(Tensor tensor, parsed.kind == TransferKind::slot
                                 ? read_slot(parsed, std::move(dest))
@@ -148,11 +146,11 @@ Result<Tensor> Receiver::read_slot(const TransferMetadata& metadata, Tensor dest
     if (metadata.offset < begin || metadata.offset - begin > geometry.slot_bytes ||
         metadata.nbytes > geometry.slot_bytes - (metadata.offset - begin)) {
         return fail(ErrorCode::invalid_argument,
-                    "shm metadata range (offset " + std::to_string(metadata.offset) +
-                        ", nbytes " + std::to_string(metadata.nbytes) + ") lies outside slot " +
+                    "shm metadata range (offset " + std::to_string(metadata.offset) + ", nbytes " +
+                        std::to_string(metadata.nbytes) + ") lies outside slot " +
                         std::to_string(metadata.slot) + " [" + std::to_string(begin) + ", " +
-                        std::to_string(begin + geometry.slot_bytes) + ") of '" +
-                        metadata.segment + "'");
+                        std::to_string(begin + geometry.slot_bytes) + ") of '" + metadata.segment +
+                        "'");
     }
     const SlotTicket ticket{metadata.slot, metadata.generation};
     OMNI_RETURN_IF_ERROR(pool->claim(ticket, metadata.offset, metadata.nbytes));
@@ -178,8 +176,7 @@ Result<Tensor> Receiver::read_dedicated(const TransferMetadata& metadata, Tensor
     segment->segment().unlink();
     std::byte* data = segment->data_at(metadata.offset);
     if (zero_copy) {
-        return read_only_view(data, metadata.nbytes,
-                              [segment](std::byte*) { segment->release(); });
+        return read_only_view(data, metadata.nbytes, [segment](std::byte*) { segment->release(); });
     }
     auto target = copy_destination(std::move(dest), metadata.nbytes);
     if (target) copy_bytes(target->mutable_data(), data, metadata.nbytes);
@@ -190,9 +187,8 @@ Result<Tensor> Receiver::read_dedicated(const TransferMetadata& metadata, Tensor
 void Receiver::forget_owner(pid_t owner) {
     {
         std::lock_guard lock(mutex_);
-        std::erase_if(pools_, [owner](const auto& entry) {
-            return entry.second->owner_pid() == owner;
-        });
+        std::erase_if(pools_,
+                      [owner](const auto& entry) { return entry.second->owner_pid() == owner; });
     }
     remove_segments_of_dead_process(owner);
 }

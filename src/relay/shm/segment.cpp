@@ -57,8 +57,8 @@ bool parse_u64(std::string_view text, std::uint64_t& out) {
 Result<std::vector<std::pair<std::string, SegmentName>>> list_segments() {
     DIR* directory = ::opendir(std::string(kShmDirectory).c_str());
     if (directory == nullptr) {
-        return fail(ErrorCode::unavailable, "cannot list " + std::string(kShmDirectory) + ": " +
-                                                errno_text(errno));
+        return fail(ErrorCode::unavailable,
+                    "cannot list " + std::string(kShmDirectory) + ": " + errno_text(errno));
     }
     std::vector<std::pair<std::string, SegmentName>> segments;
     while (dirent* entry = ::readdir(directory)) {
@@ -95,8 +95,8 @@ std::string sanitize_name_part(std::string_view text, std::string_view fallback)
 std::string instance_tag(std::string_view runtime_dir) {
     while (runtime_dir.size() > 1 && runtime_dir.ends_with('/')) runtime_dir.remove_suffix(1);
     auto slash = runtime_dir.rfind('/');
-    std::string_view base = slash == std::string_view::npos ? runtime_dir
-                                                            : runtime_dir.substr(slash + 1);
+    std::string_view base =
+        slash == std::string_view::npos ? runtime_dir : runtime_dir.substr(slash + 1);
     return sanitize_name_part(base, "default");
 }
 
@@ -157,12 +157,12 @@ void remove_segments_of_dead_process(pid_t pid) {
 }
 
 Result<std::shared_ptr<Segment>> Segment::create(const std::string& name, std::size_t bytes,
-                                                  bool populate) {
+                                                 bool populate) {
     UniqueFd fd(::shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
     if (fd.get() < 0) {
         ErrorCode code = errno == EEXIST ? ErrorCode::already_exists : ErrorCode::unavailable;
-        return fail(code, "cannot create shared-memory segment '" + name +
-                              "': " + errno_text(errno));
+        return fail(code,
+                    "cannot create shared-memory segment '" + name + "': " + errno_text(errno));
     }
     auto remove = [&](ErrorCode code, const std::string& what) {
         int error = errno;
@@ -192,8 +192,7 @@ Result<std::shared_ptr<Segment>> Segment::open(const std::string& name, bool pop
     UniqueFd fd(::shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0));
     if (fd.get() < 0) {
         ErrorCode code = errno == ENOENT ? ErrorCode::not_found : ErrorCode::unavailable;
-        return fail(code,
-                    "cannot open shared-memory segment '" + name + "': " + errno_text(errno));
+        return fail(code, "cannot open shared-memory segment '" + name + "': " + errno_text(errno));
     }
     struct stat info {};
     if (::fstat(fd.get(), &info) != 0) {

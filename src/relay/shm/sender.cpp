@@ -16,8 +16,9 @@ using Clock = std::chrono::steady_clock;
 class ShmPutOperation final : public PutOperation {
 public:
     ShmPutOperation(std::shared_ptr<Transfer> transfer, Value metadata,
-                    std::chrono::nanoseconds liveness_interval)
-        : transfer_(std::move(transfer)), metadata_(std::move(metadata)),
+                    Duration liveness_interval)
+        : transfer_(std::move(transfer)),
+          metadata_(std::move(metadata)),
           liveness_interval_(liveness_interval) {}
     const Value& metadata() const override { return metadata_; }
     Status wait_for_completion(Duration timeout) override {
@@ -27,7 +28,7 @@ public:
 private:
     std::shared_ptr<Transfer> transfer_;
     Value metadata_;
-    std::chrono::nanoseconds liveness_interval_;
+    Duration liveness_interval_;
 };
 
 std::uint64_t random_pool_id() {
@@ -36,88 +37,15 @@ std::uint64_t random_pool_id() {
     return id & 0x3fffffffffffffffULL;
 }
 
-// now + timeout without overflowing for "wait forever" timeouts.
-Clock::time_point deadline_after(std::chrono::nanoseconds timeout) {
-    auto now = Clock::now();
-    if (timeout <= std::chrono::nanoseconds::zero()) return now;
-    if (timeout > Clock::time_point::max() - now) return Clock::time_point::max();
-    return now + timeout;
-}
-
-bool reader_died(pid_t reader) {
-    return reader != 0 && reader != ::getpid() && !process_alive(reader);
-}
-
 }  // namespace
-
-bool Transfer::finished() const {
-    if (pool_) return pool_->finished(ticket_);
-    auto state = DedicatedSegment::state_of(dedicated_->state_word());
-    return state == DedicatedState::done || state == DedicatedState::aborted;
-}
-
-void Transfer::abort() {
-    if (aborted_.exchange(true)) return;
-    if (pool_) {
-        pool_->abandon(ticket_);
-    } else {
-        dedicated_->abort();
-        dedicated_->segment().unlink();
-    }
-}
-
-Status Transfer::wait(std::chrono::nanoseconds timeout,
-                      std::chrono::nanoseconds liveness_interval) {
-    const auto deadline = deadline_after(timeout);
-    while (true) {
-        if (aborted_.load()) {
-            return fail(ErrorCode::aborted,
-                        "shm transfer was cleaned up (cleanup(request_id) or close())");
-        }
-        std::uint32_t observed = 0;
-        if (pool_) {
-            observed = pool_->word(ticket_.slot);
-            if (pool_->finished(ticket_)) return {};
-            if (SlotWord::state(observed) == SlotState::claimed &&
-                reader_died(pool_->reader_pid(ticket_.slot))) {
-                pool_->reclaim_from_dead_readers();
-                return fail(ErrorCode::unavailable,
-                            "the receiver process died while reading the shm transfer");
-            }
-        } else {
-            observed = dedicated_->state_word();
-            auto state = DedicatedSegment::state_of(observed);
-            if (state == DedicatedState::done) {
-                dedicated_->segment().unlink();
-                return {};
-            }
-            if (state == DedicatedState::claimed && reader_died(dedicated_->reader_pid())) {
-                dedicated_->segment().unlink();
-                return fail(ErrorCode::unavailable,
-                            "the receiver process died while reading the shm transfer");
-            }
-        }
-        auto now = Clock::now();
-        if (now >= deadline) {
-            return fail(ErrorCode::deadline_exceeded,
-                        "the receiver did not finish reading the shm transfer in time");
-        }
-        auto slice = std::min<std::chrono::nanoseconds>(deadline - now, liveness_interval);
-        if (pool_) {
-            pool_->wait_for_word_change(ticket_.slot, observed, slice);
-        } else {
-            dedicated_->wait_for_change(observed, slice);
-        }
-    }
-}
 
 Result<std::shared_ptr<Sender>> Sender::create(SenderOptions options) {
     SegmentName name{.instance = options.instance,
                      .pid = ::getpid(),
                      .relay = options.relay_name,
                      .serial = next_segment_serial()};
-    OMNI_TRY(auto pool, Pool::create(format_segment_name(name), options.slot_bytes,
-                                     options.credits, random_pool_id()));
+    OMNI_TRY(auto pool, Pool::create(format_segment_name(name), options.slot_bytes, options.credits,
+                                     random_pool_id()));
     return std::shared_ptr<Sender>(new Sender(std::move(options), std::move(pool)));
 }
 
@@ -175,12 +103,12 @@ Result<SlotTicket> Sender::acquire_slot(const std::string& request_id) {
         auto now = Clock::now();
         if (now >= deadline) {
             return fail(ErrorCode::deadline_exceeded,
-                        "no shm credit came back in time: all " +
-                            std::to_string(options_.credits) + " slots of relay '" +
-                            options_.relay_name + "' hold transfers no receiver has released");
+                        "no shm credit came back in time: all " + std::to_string(options_.credits) +
+                            " slots of relay '" + options_.relay_name +
+                            "' hold transfers no receiver has released");
         }
-        pool_->wait_for_credit(
-            observed, std::min<std::chrono::nanoseconds>(deadline - now, options_.liveness_interval));
+        pool_->wait_for_credit(observed, std::min<std::chrono::nanoseconds>(
+                                             deadline - now, options_.liveness_interval));
         if (pool_->credit_signal() == observed) pool_->reclaim_from_dead_readers();
     }
 }
@@ -210,15 +138,12 @@ Result<Tensor> Sender::allocate_send_buffer(std::size_t nbytes) {
     auto storage = Storage::wrap(
         data, nbytes, Device::cpu(),
         // The dedicated mapping stays while the tensor does, even after its transfer ended.
-        [self = shared_from_this(), serial = buffer.serial,
-         mapping = buffer.dedicated](std::byte* released) {
-            self->drop_send_buffer(released, serial);
-        },
+        [self = shared_from_this(), serial = buffer.serial, mapping = buffer.dedicated](
+            std::byte* released) { self->drop_send_buffer(released, serial); },
         /*read_only=*/false);
     buffer.storage = storage.get();
     send_buffers_[data] = std::move(buffer);
-    return Tensor::from_storage(std::move(storage), DType::u8,
-                                {static_cast<std::int64_t>(nbytes)});
+    return Tensor::from_storage(std::move(storage), DType::u8, {static_cast<std::int64_t>(nbytes)});
 }
 
 void Sender::drop_send_buffer(const std::byte* data, std::uint64_t serial) {
@@ -270,8 +195,8 @@ Result<std::unique_ptr<PutOperation>> Sender::put(const Tensor& tensor,
     if (auto buffer = take_send_buffer(tensor)) {
         // The tensor already is shared memory: publish it in place, moving no bytes.
         if (buffer->ticket) {
-            metadata.offset = pool_->geometry().slot_begin(buffer->ticket->slot) +
-                              tensor.storage_offset();
+            metadata.offset =
+                pool_->geometry().slot_begin(buffer->ticket->slot) + tensor.storage_offset();
             pool_->post(*buffer->ticket, metadata.offset, nbytes);
             metadata.slot = buffer->ticket->slot;
             metadata.generation = buffer->ticket->generation;

@@ -19,6 +19,7 @@
 #include "relay/relay.h"
 #include "relay/shm/dedicated.h"
 #include "relay/shm/pool.h"
+#include "relay/shm/transfer.h"
 
 namespace omnirt::relay::shm {
 
@@ -27,34 +28,9 @@ struct SenderOptions {
     std::string relay_name;  // sanitized relay name
     std::uint64_t slot_bytes = 0;
     std::int64_t credits = 0;
-    std::chrono::nanoseconds credit_wait{};
+    Duration credit_wait{};
     // How often a waiting sender checks whether a reader holding its memory has died.
-    std::chrono::nanoseconds liveness_interval{};
-};
-
-// One posted payload: a pool slot or a dedicated segment. Shared by the put operation and the
-// sender's request table.
-class Transfer {
-public:
-    Transfer(std::shared_ptr<Pool> pool, SlotTicket ticket)
-        : pool_(std::move(pool)), ticket_(ticket) {}
-    explicit Transfer(std::shared_ptr<DedicatedSegment> dedicated)
-        : dedicated_(std::move(dedicated)) {}
-
-    // The receiver has finished reading (or the sender freed the memory).
-    [[nodiscard]] bool finished() const;
-    // Makes waits fail with aborted and gives the memory back as soon as no reader holds it;
-    // unlinks a dedicated segment. Idempotent.
-    void abort();
-    // Blocks until finished: deadline_exceeded, aborted, or unavailable when the reader died.
-    [[nodiscard]] Status wait(std::chrono::nanoseconds timeout,
-                              std::chrono::nanoseconds liveness_interval);
-
-private:
-    std::shared_ptr<Pool> pool_;
-    SlotTicket ticket_;
-    std::shared_ptr<DedicatedSegment> dedicated_;
-    std::atomic<bool> aborted_{false};
+    Duration liveness_interval{};
 };
 
 class Sender : public std::enable_shared_from_this<Sender> {
@@ -98,8 +74,9 @@ private:
     void drop_send_buffer(const std::byte* data, std::uint64_t serial);
     // Takes the send buffer `tensor` lives in out of the table, if it is one.
     [[nodiscard]] std::optional<SendBuffer> take_send_buffer(const Tensor& tensor);
-    [[nodiscard]] Result<std::unique_ptr<PutOperation>> publish(
-        std::shared_ptr<Transfer> transfer, Value metadata, const std::string& request_id);
+    [[nodiscard]] Result<std::unique_ptr<PutOperation>> publish(std::shared_ptr<Transfer> transfer,
+                                                                Value metadata,
+                                                                const std::string& request_id);
     void prune_finished();  // caller holds mutex_
 
     SenderOptions options_;

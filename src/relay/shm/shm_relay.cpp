@@ -8,11 +8,10 @@
 
 namespace omnirt::relay {
 
-Result<std::unique_ptr<ShmRelay>> ShmRelay::create(const RelayOptions& options,
-                                                   ShmTuning tuning) {
+Result<std::unique_ptr<ShmRelay>> ShmRelay::create(const RelayOptions& options, ShmTuning tuning) {
     if (options.credits < 1) {
-        return fail(ErrorCode::invalid_argument, "shm relay needs at least one credit, got " +
-                                                     std::to_string(options.credits));
+        return fail(ErrorCode::invalid_argument,
+                    "shm relay needs at least one credit, got " + std::to_string(options.credits));
     }
     if (options.slot_bytes < 1) {
         return fail(ErrorCode::invalid_argument, "shm relay slot size must be positive");
@@ -38,7 +37,9 @@ Result<std::unique_ptr<ShmRelay>> ShmRelay::create(const RelayOptions& options,
 
 ShmRelay::ShmRelay(std::string name, std::shared_ptr<shm::Sender> sender,
                    std::shared_ptr<shm::Receiver> receiver)
-    : name_(std::move(name)), pool_segment_(sender->pool_name()), sender_(std::move(sender)),
+    : name_(std::move(name)),
+      pool_segment_(sender->pool_name()),
+      sender_(std::move(sender)),
       receiver_(std::move(receiver)) {}
 
 ShmRelay::~ShmRelay() { close(); }
@@ -93,9 +94,8 @@ std::size_t ShmRelay::blocked_senders() const { return sender_->blocked_senders(
 
 Status register_shm_backend() {
     static const Status registered = [] {
-        auto status = register_backend("shm", [](const RelayOptions& options) {
-            return create_shm_relay(options);
-        });
+        auto status = register_backend(
+            "shm", [](const RelayOptions& options) { return create_shm_relay(options); });
         if (!status && status.error().code == ErrorCode::already_exists) return ok_status();
         return status;
     }();
