@@ -72,6 +72,12 @@ Status Engine::issue_read(IncomingRead read) {
     pending->read = std::move(read);
     pending->peer = peer;
     const TransferDescriptor& d = pending->read.descriptor;
+    // On one host the key maps the sender's shared memory here; populating the range first
+    // replaces a page fault per page in the copy below with one call.
+    void* local = nullptr;
+    if (ucp_rkey_ptr(pending->rkey, d.remote_addr, &local) == UCS_OK) {
+        prefault(local, d.nbytes, /*for_write=*/false);
+    }
     ucp_request_param_t params{};
     params.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
     params.cb.send = &Engine::on_read_done;

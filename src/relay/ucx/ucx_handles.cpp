@@ -1,5 +1,6 @@
 #include "relay/ucx/ucx_handles.h"
 
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -8,6 +9,15 @@ namespace omnirt::relay::ucx {
 
 Error ucx_error(ErrorCode code, std::string_view what, ucs_status_t status) {
     return Error{code, std::string(what) + ": " + ucs_status_string(status)};
+}
+
+void prefault(const void* data, std::size_t nbytes, bool for_write) {
+    if (nbytes == 0) return;
+    constexpr std::uintptr_t kPage = 4096;
+    auto begin = reinterpret_cast<std::uintptr_t>(data) & ~(kPage - 1);
+    auto end = (reinterpret_cast<std::uintptr_t>(data) + nbytes + kPage - 1) & ~(kPage - 1);
+    (void)::madvise(reinterpret_cast<void*>(begin), end - begin,
+                    for_write ? MADV_POPULATE_WRITE : MADV_POPULATE_READ);
 }
 
 FileDescriptor& FileDescriptor::operator=(FileDescriptor&& other) noexcept {
@@ -85,6 +95,8 @@ Result<std::shared_ptr<MemoryRegion>> MemoryRegion::allocate(std::shared_ptr<Con
     std::vector<std::uint8_t> rkey(packed_bytes, packed_bytes + packed_size);
     ucp_rkey_buffer_release(packed);
     auto* data = static_cast<std::byte*>(attributes.address);
+    // Senders write every byte they publish: fault the pages in now, in one call.
+    prefault(data, nbytes, /*for_write=*/true);
     return std::shared_ptr<MemoryRegion>(
         new MemoryRegion(std::move(context), memh, data, nbytes, std::move(rkey)));
 }

@@ -25,6 +25,11 @@ namespace omnirt::relay::ucx {
 // "<what>: <UCX status text>" under `code`.
 [[nodiscard]] Error ucx_error(ErrorCode code, std::string_view what, ucs_status_t status);
 
+// Maps the pages of [data, data + nbytes) into this process's page tables in one call
+// (MADV_POPULATE_*), instead of one fault per page on first touch. Best effort: a kernel without
+// it just faults as usual.
+void prefault(const void* data, std::size_t nbytes, bool for_write);
+
 // A file descriptor closed on destruction.
 class FileDescriptor {
   public:
@@ -63,7 +68,8 @@ class Context {
 // can read it: on one host it lives in a shared-memory segment (posix/sysv) that a reader maps
 // and copies from, across hosts it is registered for RDMA or served over TCP. Allocated rather
 // than registered user memory because a shared-memory read never waits on the owner process, so
-// a dead sender cannot leave a read hanging. Unmapped on destruction; keeps the context alive.
+// a dead sender cannot leave a read hanging. Its pages are faulted in at allocation. Unmapped on
+// destruction; keeps the context alive.
 class MemoryRegion {
   public:
     [[nodiscard]] static Result<std::shared_ptr<MemoryRegion>> allocate(
