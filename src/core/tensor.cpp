@@ -46,7 +46,11 @@ std::vector<std::int64_t> contiguous_strides(const Shape& shape) {
     std::int64_t running = 1;
     for (std::size_t i = shape.size(); i-- > 0;) {
         strides[i] = running;
-        running *= shape[i] > 0 ? shape[i] : 1;
+        // Saturates instead of overflowing for shapes whose element count is zero but whose
+        // other dimensions multiply past int64 (such a tensor has no element to address).
+        if (__builtin_mul_overflow(running, shape[i] > 0 ? shape[i] : 1, &running)) {
+            running = std::numeric_limits<std::int64_t>::max();
+        }
     }
     return strides;
 }
@@ -129,6 +133,7 @@ std::int64_t Tensor::numel() const {
 }
 
 bool Tensor::is_contiguous() const {
+    if (numel() == 0) return true;  // no element to lay out
     std::int64_t expected = 1;
     for (std::size_t i = shape_.size(); i-- > 0;) {
         if (shape_[i] != 1 && strides_[i] != expected) return false;

@@ -62,6 +62,17 @@ TEST(Tensor, ZeroElementTensorsAreDefined) {
     EXPECT_TRUE(c->equals(*t));
 }
 
+TEST(Tensor, ZeroElementShapesWithHugeDimsDoNotOverflow) {
+    auto strides = contiguous_strides({std::int64_t{1} << 62, 0, 4});
+    EXPECT_EQ(strides[2], 1);
+    EXPECT_EQ(strides[1], 4);
+    auto storage = Storage::allocate(0);
+    ASSERT_TRUE(storage.has_value());
+    auto t = Tensor::from_storage(*storage, DType::f32, {std::int64_t{1} << 62, 0, 4}, {0, 7, 1});
+    ASSERT_TRUE(t.has_value());
+    EXPECT_TRUE(t->is_contiguous());  // nothing to lay out
+}
+
 TEST(Tensor, CustomDeleterRunsOnceWhenLastReferenceGoes) {
     std::atomic<int> deleted = 0;
     static std::byte buffer[64];
