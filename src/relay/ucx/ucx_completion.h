@@ -28,7 +28,9 @@ class Completion {
     [[nodiscard]] std::optional<Status> wait(std::chrono::milliseconds timeout) {
         std::unique_lock lock(mutex_);
         auto now = std::chrono::steady_clock::now();
-        auto limit = std::chrono::steady_clock::time_point::max() - now;
+        // Compared in milliseconds: Duration::max() in nanoseconds would overflow.
+        auto limit = std::chrono::duration_cast<std::chrono::milliseconds>(
+            std::chrono::steady_clock::time_point::max() - now);
         auto deadline =
             timeout >= limit ? std::chrono::steady_clock::time_point::max() : now + timeout;
         changed_.wait_until(lock, deadline, [&] { return status_.has_value(); });

@@ -66,6 +66,7 @@ Result<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<Context> context,
                               "ucx relay: cannot install the completion message handler", status));
     }
     engine->thread_ = std::thread([raw = engine.get()] { raw->run(); });
+    engine->loop_thread_id_ = engine->thread_.get_id();  // read by other threads; never changes
     return engine;
 }
 
@@ -87,7 +88,7 @@ Status Engine::post(Task task) {
 }
 
 Status Engine::call(std::function<Status()> task) {
-    OMNI_CHECK(std::this_thread::get_id() != thread_.get_id(),
+    OMNI_CHECK(std::this_thread::get_id() != loop_thread_id_,
                "ucx relay: a blocking call on the progress thread would deadlock");
     std::promise<Status> promise;
     auto future = promise.get_future();
@@ -118,7 +119,7 @@ void Engine::cleanup(const std::string& request_id) {
 void Engine::stop() {
     std::lock_guard stop_lock(stop_mutex_);
     if (!thread_.joinable()) return;
-    OMNI_CHECK(std::this_thread::get_id() != thread_.get_id(),
+    OMNI_CHECK(std::this_thread::get_id() != loop_thread_id_,
                "ucx relay: close() called on its own progress thread");
     {
         std::lock_guard lock(mutex_);

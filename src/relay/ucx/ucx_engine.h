@@ -115,8 +115,8 @@ class Engine {
     std::mutex mutex_;       // guards tasks_ and stopping_
     std::deque<Task> tasks_;
     bool stopping_ = false;
-    std::thread thread_;
-    std::thread::id loop_thread_id_;
+    std::thread thread_;              // touched by create() and stop() only
+    std::thread::id loop_thread_id_;  // set once by create()
 
     // Loop thread only (and the stopping thread once the loop has exited).
     std::map<std::string, std::unique_ptr<Peer>> peers_;  // by worker address bytes

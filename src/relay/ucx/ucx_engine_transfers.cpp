@@ -199,8 +199,8 @@ bool Engine::handle_events() {
 
 void Engine::retire_peer(Peer& peer, const std::string& reason) {
     peer.retired = true;
-    spdlog::info("ucx relay: sender '{}' is unreachable ({}); failing its reads", peer.sender,
-                 reason);
+    spdlog::info("ucx relay: lost the connection to sender '{}' (UCX: {}); its pending reads fail",
+                 peer.sender, reason);
     for (auto& [id, pending] : reads_) {
         if (pending->peer != &peer) continue;
         pending->read.done->set(
