@@ -1,8 +1,8 @@
 #pragma once
 // A dedicated segment carries one payload larger than a pool slot. The sender creates it per
-// transfer; the receiver maps it, claims it, unlinks its name at once (so a later crash of
-// either side leaves nothing behind), reads, and marks it done; the sender's mapping goes when
-// the transfer finishes or is cleaned up.
+// transfer; the receiver maps it, claims it, reads it (or hands out a view), marks it done and
+// unlinks the name, so that a crash of the sender after that leaves nothing behind; the
+// sender unlinks it too when it sees it done or cleans it up, and drops its mapping then.
 //
 // Layout: [0, 128) header (magic, version, owner pid, posted offset and nbytes, state word,
 // reader pid, waiter count); payload space from kPageBytes. The sender posts the offset and size

@@ -172,15 +172,19 @@ Result<Tensor> Receiver::read_dedicated(const TransferMetadata& metadata, Tensor
     OMNI_TRY(auto segment,
              DedicatedSegment::open(metadata.segment, metadata.owner_pid, !zero_copy));
     OMNI_RETURN_IF_ERROR(segment->claim(metadata.offset, metadata.nbytes));
-    // Claimed: nobody else will open it, so the name can go now and no crash can leak it.
-    segment->segment().unlink();
     std::byte* data = segment->data_at(metadata.offset);
+    // Done reading: mark it so and take the name away, so that no crash of the sender can
+    // leave the segment behind. A view does both when it is released, off the get's path.
+    auto finish = [segment] {
+        segment->release();
+        segment->segment().unlink();
+    };
     if (zero_copy) {
-        return read_only_view(data, metadata.nbytes, [segment](std::byte*) { segment->release(); });
+        return read_only_view(data, metadata.nbytes, [finish](std::byte*) { finish(); });
     }
     auto target = copy_destination(std::move(dest), metadata.nbytes);
     if (target) copy_bytes(target->mutable_data(), data, metadata.nbytes);
-    segment->release();
+    finish();
     return target;
 }
 

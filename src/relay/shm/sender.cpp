@@ -15,8 +15,7 @@ using Clock = std::chrono::steady_clock;
 
 class ShmPutOperation final : public PutOperation {
 public:
-    ShmPutOperation(std::shared_ptr<Transfer> transfer, Value metadata,
-                    Duration liveness_interval)
+    ShmPutOperation(std::shared_ptr<Transfer> transfer, Value metadata, Duration liveness_interval)
         : transfer_(std::move(transfer)),
           metadata_(std::move(metadata)),
           liveness_interval_(liveness_interval) {}
@@ -240,18 +239,32 @@ Result<std::unique_ptr<PutOperation>> Sender::put(const Tensor& tensor,
 Result<std::unique_ptr<PutOperation>> Sender::publish(std::shared_ptr<Transfer> transfer,
                                                       Value metadata,
                                                       const std::string& request_id) {
+    std::vector<std::shared_ptr<Transfer>> open_dedicated;
+    bool closed = false;
     {
         std::lock_guard lock(mutex_);
-        if (!closed_) {
+        closed = closed_;
+        if (!closed) {
             requests_[request_id].push_back(transfer);
             if (++tracked_transfers_ > prune_threshold_) prune_finished();
-            return std::make_unique<ShmPutOperation>(std::move(transfer), std::move(metadata),
-                                                     options_.liveness_interval);
+            open_dedicated.swap(open_dedicated_);
         }
     }
-    transfer->abort();
-    return fail(ErrorCode::aborted,
-                "shm relay '" + options_.relay_name + "' was closed during put_async");
+    if (closed) {
+        transfer->abort();
+        return fail(ErrorCode::aborted,
+                    "shm relay '" + options_.relay_name + "' was closed during put_async");
+    }
+    // Large payloads the receivers are done with give their memory back now, even when the
+    // sender never waits for them (outside the lock: this may munmap).
+    std::erase_if(open_dedicated, [](const auto& open) { return open->release_if_finished(); });
+    if (transfer->is_dedicated()) open_dedicated.push_back(transfer);
+    {
+        std::lock_guard lock(mutex_);
+        open_dedicated_.insert(open_dedicated_.end(), open_dedicated.begin(), open_dedicated.end());
+    }
+    return std::make_unique<ShmPutOperation>(std::move(transfer), std::move(metadata),
+                                             options_.liveness_interval);
 }
 
 void Sender::prune_finished() {
@@ -295,6 +308,7 @@ void Sender::close() {
         }
         requests_.clear();
         tracked_transfers_ = 0;
+        open_dedicated_.clear();
         for (auto& [data, buffer] : send_buffers_) {
             if (buffer.dedicated) buffers.push_back(std::move(buffer.dedicated));
         }

@@ -89,6 +89,8 @@ private:
     std::unordered_map<std::string, std::vector<std::shared_ptr<Transfer>>> requests_;
     std::size_t tracked_transfers_ = 0;
     std::size_t prune_threshold_ = 0;
+    // Dedicated transfers not yet seen finished, whose mappings publish() drops once they are.
+    std::vector<std::shared_ptr<Transfer>> open_dedicated_;
     std::list<CreditWaiter*> credit_waiters_;
 };
 

@@ -25,50 +25,82 @@ Clock::time_point deadline_after(Duration timeout) {
     return now + timeout;
 }
 
+std::shared_ptr<DedicatedSegment> Transfer::dedicated() const {
+    std::lock_guard lock(mutex_);
+    return dedicated_;
+}
+
+void Transfer::drop_dedicated() {
+    std::shared_ptr<DedicatedSegment> dropped;
+    std::lock_guard lock(mutex_);
+    dropped = std::move(dedicated_);  // unmapped after the lock is released
+}
+
 bool Transfer::finished() const {
     if (pool_) return pool_->finished(ticket_);
-    auto state = DedicatedSegment::state_of(dedicated_->state_word());
+    auto segment = dedicated();
+    if (!segment) return true;
+    auto state = DedicatedSegment::state_of(segment->state_word());
     return state == DedicatedState::done || state == DedicatedState::aborted;
+}
+
+bool Transfer::release_if_finished() {
+    if (!finished()) return false;
+    if (!pool_) drop_dedicated();
+    return true;
 }
 
 void Transfer::abort() {
     if (aborted_.exchange(true)) return;
     if (pool_) {
         pool_->abandon(ticket_);
-    } else {
-        dedicated_->abort();
-        dedicated_->segment().unlink();
+    } else if (auto segment = dedicated()) {
+        segment->abort();
+        segment->segment().unlink();
+        drop_dedicated();
     }
 }
 
 Status Transfer::wait(Duration timeout, Duration liveness_interval) {
     const auto deadline = deadline_after(timeout);
+    auto reader_gone = [] {
+        return fail(ErrorCode::unavailable,
+                    "the receiver process died while reading the shm transfer");
+    };
     while (true) {
         if (aborted_.load()) {
             return fail(ErrorCode::aborted,
                         "shm transfer was cleaned up (cleanup(request_id) or close())");
         }
+        if (reader_died_.load()) return reader_gone();
         std::uint32_t observed = 0;
+        std::shared_ptr<DedicatedSegment> segment;
         if (pool_) {
             observed = pool_->word(ticket_.slot);
             if (pool_->finished(ticket_)) return {};
             if (SlotWord::state(observed) == SlotState::claimed &&
                 reader_died(pool_->reader_pid(ticket_.slot))) {
                 pool_->reclaim_from_dead_readers();
-                return fail(ErrorCode::unavailable,
-                            "the receiver process died while reading the shm transfer");
+                reader_died_ = true;
+                return reader_gone();
             }
         } else {
-            observed = dedicated_->state_word();
+            segment = dedicated();
+            if (!segment) return {};  // seen finished before
+            observed = segment->state_word();
             auto state = DedicatedSegment::state_of(observed);
             if (state == DedicatedState::done) {
-                dedicated_->segment().unlink();
+                segment->segment().unlink();
+                segment.reset();
+                drop_dedicated();
                 return {};
             }
-            if (state == DedicatedState::claimed && reader_died(dedicated_->reader_pid())) {
-                dedicated_->segment().unlink();
-                return fail(ErrorCode::unavailable,
-                            "the receiver process died while reading the shm transfer");
+            if (state == DedicatedState::claimed && reader_died(segment->reader_pid())) {
+                segment->segment().unlink();
+                segment.reset();
+                reader_died_ = true;
+                drop_dedicated();
+                return reader_gone();
             }
         }
         auto now = Clock::now();
@@ -80,7 +112,7 @@ Status Transfer::wait(Duration timeout, Duration liveness_interval) {
         if (pool_) {
             pool_->wait_for_word_change(ticket_.slot, observed, slice);
         } else {
-            dedicated_->wait_for_change(observed, slice);
+            segment->wait_for_change(observed, slice);
         }
     }
 }

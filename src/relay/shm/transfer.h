@@ -1,12 +1,14 @@
 #pragma once
 // One posted payload of a sender, a pool slot or a dedicated segment, as its put operation
 // and the sender's request table share it. Waiting and aborting follow the state machines of
-// pool.h and dedicated.h.
+// pool.h and dedicated.h. A dedicated transfer drops its mapping as soon as it is seen
+// finished, so that a large payload's memory goes back even before cleanup(request_id).
 //
 // Thread safety: every member may be called from any thread.
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <mutex>
 
 #include "core/error.h"
 #include "relay/relay.h"
@@ -25,6 +27,7 @@ public:
     explicit Transfer(std::shared_ptr<DedicatedSegment> dedicated)
         : dedicated_(std::move(dedicated)) {}
 
+    [[nodiscard]] bool is_dedicated() const { return pool_ == nullptr; }
     // The receiver has finished reading (or the sender freed the memory).
     [[nodiscard]] bool finished() const;
     // Makes waits fail with aborted and gives the memory back as soon as no reader holds it;
@@ -32,12 +35,20 @@ public:
     void abort();
     // Blocks until finished: deadline_exceeded, aborted, or unavailable when the reader died.
     [[nodiscard]] Status wait(Duration timeout, Duration liveness_interval);
+    // finished(), dropping a finished dedicated segment's mapping (may munmap: call it without
+    // holding locks).
+    bool release_if_finished();
 
 private:
+    [[nodiscard]] std::shared_ptr<DedicatedSegment> dedicated() const;
+    void drop_dedicated();
+
     std::shared_ptr<Pool> pool_;
     SlotTicket ticket_;
-    std::shared_ptr<DedicatedSegment> dedicated_;
+    mutable std::mutex mutex_;
+    std::shared_ptr<DedicatedSegment> dedicated_;  // null once finished and dropped
     std::atomic<bool> aborted_{false};
+    std::atomic<bool> reader_died_{false};
 };
 
 }  // namespace omnirt::relay::shm
