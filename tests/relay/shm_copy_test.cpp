@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
@@ -37,7 +38,8 @@ TEST_F(ShmCopyTest, CopiesEverySizeAndOffset) {
             auto source = bytes(n + offset, static_cast<unsigned>(n));
             std::vector<std::byte> destination(n + offset + 1, std::byte{0xee});
             copy_bytes(destination.data() + offset, source.data() + offset, n);
-            EXPECT_EQ(std::memcmp(destination.data() + offset, source.data() + offset, n), 0)
+            EXPECT_TRUE(std::equal(source.begin() + offset, source.end(),
+                                   destination.begin() + offset))
                 << n << " at " << offset;
             EXPECT_EQ(destination[n + offset], std::byte{0xee}) << "wrote past the end";
         }
