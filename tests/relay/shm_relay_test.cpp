@@ -173,6 +173,7 @@ TEST_F(ShmRelayTest, CapabilitiesAndRegistry) {
     EXPECT_TRUE(capabilities.zero_copy_receive);
     EXPECT_FALSE(capabilities.cross_host);
     EXPECT_FALSE(capabilities.needs_rank_topology);
+    EXPECT_TRUE(capabilities.credit_flow_control);
 
     ASSERT_TRUE(register_shm_backend().has_value());
     ASSERT_TRUE(register_shm_backend().has_value());  // idempotent

@@ -29,6 +29,10 @@ struct BackendCase {
     bool zero_copy = false;
 };
 
+void PrintTo(const BackendCase& c, std::ostream* out) {
+    *out << c.backend << (c.zero_copy ? " zero-copy" : " copy");
+}
+
 std::string case_name(const ::testing::TestParamInfo<BackendCase>& info) {
     return info.param.backend + (info.param.zero_copy ? "_zero_copy" : "_copy");
 }

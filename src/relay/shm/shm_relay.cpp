@@ -48,7 +48,8 @@ Capabilities ShmRelay::capabilities() const {
     return Capabilities{.zero_copy_receive = true,
                         .cross_host = false,
                         .needs_rank_topology = false,
-                        .device_memory = false};
+                        .device_memory = false,
+                        .credit_flow_control = true};
 }
 
 Status ShmRelay::check_open() const {
