@@ -99,8 +99,12 @@ private:
 
 }  // namespace
 
+bool copy_runs_in_parallel(std::size_t nbytes) {
+    return nbytes >= kParallelThreshold && CopyPool::instance().helpers() > 0;
+}
+
 void copy_bytes(std::byte* destination, const std::byte* source, std::size_t nbytes) {
-    if (nbytes < kParallelThreshold || CopyPool::instance().helpers() == 0) {
+    if (!copy_runs_in_parallel(nbytes)) {
         if (nbytes != 0) std::memcpy(destination, source, nbytes);
         return;
     }

@@ -14,4 +14,9 @@ namespace omnirt::relay::shm {
 // (or for helpers that do not exist, as in a forked child).
 void copy_bytes(std::byte* destination, const std::byte* source, std::size_t nbytes);
 
+// Whether copy_bytes splits a copy of `nbytes` over helper threads. A fresh mapping copied in
+// parallel is best left to fault in parallel (read faults map 16 pages each); a copy on one
+// thread is faster from a MAP_POPULATE'd mapping.
+[[nodiscard]] bool copy_runs_in_parallel(std::size_t nbytes);
+
 }  // namespace omnirt::relay::shm

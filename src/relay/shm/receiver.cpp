@@ -168,9 +168,10 @@ Result<Tensor> Receiver::read_slot(const TransferMetadata& metadata, Tensor dest
 
 Result<Tensor> Receiver::read_dedicated(const TransferMetadata& metadata, Tensor dest) {
     const bool zero_copy = zero_copy_into(dest);
-    // A copy touches every page, so pre-fault; a view maps lazily to keep the get cheap.
-    OMNI_TRY(auto segment,
-             DedicatedSegment::open(metadata.segment, metadata.owner_pid, !zero_copy));
+    // A view maps lazily to keep the get cheap; a copy on one thread is faster from a
+    // pre-faulted mapping, a parallel copy faults its chunks in parallel.
+    const bool populate = !zero_copy && !copy_runs_in_parallel(metadata.nbytes);
+    OMNI_TRY(auto segment, DedicatedSegment::open(metadata.segment, metadata.owner_pid, populate));
     OMNI_RETURN_IF_ERROR(segment->claim(metadata.offset, metadata.nbytes));
     std::byte* data = segment->data_at(metadata.offset);
     // Done reading: mark it so and take the name away, so that no crash of the sender can
