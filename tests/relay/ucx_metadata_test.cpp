@@ -5,6 +5,7 @@
 
 #include <cstring>
 
+#include "relay/ucx/ucx_metadata.h"
 #include "relay/ucx/ucx_relay.h"
 
 // Sanitizer builds: UCX 1.13 leaks ~100 bytes (the remote-segment table of a shared-memory
@@ -98,8 +99,9 @@ TEST_F(UcxMetadataTest, ForeignBackendAndNonMapsAreRefused) {
 }
 
 TEST_F(UcxMetadataTest, MissingOrMistypedFieldsNameTheField) {
-    for (const char* field : {"address", "rkey", "pooled", "remote_addr", "transfer_id", "sender",
-                              "host", "checksum"}) {
+    for (const char* field :
+         {"address", "rkey", "remote_addr", "transfer_id", "sender", "host", "checksum", "shm_pid",
+          "shm_pidns", "shm_fd", "shm_region", "shm_offset"}) {
         Error missing = get_error(without(field));
         EXPECT_EQ(missing.code, ErrorCode::invalid_argument) << field;
         EXPECT_NE(missing.message.find(std::string("'") + field + "' is missing"),
@@ -134,7 +136,9 @@ TEST_F(UcxMetadataTest, DamagedBytesFailTheChecksumBeforeUcxSeesThem) {
     damaged.push_back(with("transfer_id", Value(metadata_.find("transfer_id")->as_int() + 1)));
     damaged.push_back(with("nbytes", Value(16)));
     damaged.push_back(with("checksum", Value(0)));
-    damaged.push_back(with("pooled", Value(!metadata_.find("pooled")->as_bool())));
+    damaged.push_back(with("shm_fd", Value(metadata_.find("shm_fd")->as_int() + 1)));
+    damaged.push_back(with("shm_region", Value(metadata_.find("shm_region")->as_int() ^ 1)));
+    damaged.push_back(with("shm_offset", Value(metadata_.find("shm_offset")->as_int() + 4)));
     for (const Value& metadata : damaged) {
         Error error = get_error(metadata);
         EXPECT_EQ(error.code, ErrorCode::invalid_argument) << error.to_string();
@@ -190,6 +194,40 @@ TEST_F(UcxMetadataTest, AStaleOrRepeatedReadIsHarmless) {
     ASSERT_TRUE((*get)->wait_for_completion(kHangGuard).has_value());
     EXPECT_TRUE((*get)->tensor().storage() != nullptr);
     EXPECT_TRUE((*put)->wait_for_completion(kHangGuard).has_value());
+}
+
+// Metadata as a sender on another host would publish it: the reader then reads with UCX (TCP
+// here) instead of mapping the sender's memory.
+Value as_if_from_another_host(const Value& metadata) {
+    auto descriptor = ucx::decode_metadata(metadata);
+    EXPECT_TRUE(descriptor.has_value()) << descriptor.error().to_string();
+    descriptor->host = "elsewhere/00000000-0000-0000-0000-000000000000";
+    return ucx::encode_metadata(*descriptor);
+}
+
+TEST_F(UcxMetadataTest, AReadAfterTheSenderReleasedTheTransferIsHarmless) {
+    // A late reader (an abort raced with data_ready) must not crash either side: the sender
+    // keeps released mappings mapped while it is open, so the read sees reused or zeroed bytes
+    // or fails cleanly.
+    for (bool remote : {false, true}) {
+        auto put = sender_->put_async(*Tensor::empty({1 << 16}, DType::u8), "late");
+        ASSERT_TRUE(put.has_value());
+        Value metadata = (*put)->metadata();
+        sender_->cleanup("late");
+        put->reset();
+        if (remote) metadata = as_if_from_another_host(metadata);
+        auto get = receiver_->get_async(metadata, Tensor(), "late");
+        if (get.has_value()) {
+            auto status = (*get)->wait_for_completion(kHangGuard);
+            if (!status.has_value()) {
+                EXPECT_EQ(status.error().code, ErrorCode::unavailable)
+                    << status.error().to_string();
+            }
+        } else {
+            EXPECT_EQ(get.error().code, ErrorCode::unavailable) << get.error().to_string();
+        }
+    }
+    expect_still_works();
 }
 
 }  // namespace

@@ -156,6 +156,23 @@ TEST(UcxRelayTest, SendBufferIsPublishedInPlace) {
     }
 }
 
+TEST(UcxRelayTest, LargeTransfersReuseTheirMapping) {
+    auto sender = make(options("sender"));
+    auto receiver = make(options("receiver"));
+    std::int64_t region = 0;
+    for (int i = 0; i < 3; ++i) {
+        Tensor expected = pattern(3 * kSlot + static_cast<std::size_t>(i), i);
+        auto put = sender->put_async(expected, "request");
+        ASSERT_TRUE(put.has_value());
+        std::int64_t used = (*put)->metadata().find("shm_region")->as_int();
+        if (i > 0) {
+            EXPECT_EQ(used, region) << "a confirmed transfer's mapping is reused";
+        }
+        region = used;
+        read_and_check(*receiver, **put, expected);
+    }
+}
+
 TEST(UcxRelayTest, StridedAndTypedTensorsMoveTheirElements) {
     auto sender = make(options("sender"));
     auto receiver = make(options("receiver"));

@@ -130,6 +130,7 @@ void Engine::stop() {
     // shut_down() closed every endpoint; reads UCX never completed (a dead peer behind an
     // endpoint without error handling) keep their destinations until the worker is gone.
     worker_.reset();
+    retained_.clear();
     reads_.clear();
     finished_reads_.clear();
 }
@@ -181,10 +182,12 @@ void Engine::wait_for_events() {
 
 void Engine::shut_down() {
     const std::string reason = "the ucx relay was closed";
-    while (!outgoing_.empty()) {
-        release(std::move(outgoing_.extract(outgoing_.begin()).mapped()))
-            ->set(fail(ErrorCode::aborted, reason));
+    // Their memory stays mapped until the worker is gone: UCX may still serve a late read.
+    for (auto& [id, transfer] : outgoing_) {
+        transfer.done->set(fail(ErrorCode::aborted, reason));
+        retained_.push_back(std::move(transfer));
     }
+    outgoing_.clear();
     for (auto& [id, read] : reads_) read->read.done->set(fail(ErrorCode::aborted, reason));
     for (auto& [key, peer] : peers_) {
         peer->retired = true;
@@ -221,8 +224,7 @@ void Engine::shut_down() {
     }
     handle_events();
     // Reads still in flight after the grace period: their keys stay unreleased (UCX may still
-    // refer to them) and their endpoints are closed anyway.
-    for (auto& [id, read] : reads_) read->own_rkey.leak();
+    // refer to them; close_endpoints leaks them) and their endpoints are closed anyway.
     for (auto& peer : retired_peers_) peer->close_endpoints(closing);
     retired_peers_.clear();
     for (ucs_status_ptr_t request : closing) ucp_request_free(request);

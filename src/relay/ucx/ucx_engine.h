@@ -92,6 +92,7 @@ class Engine {
     void wait_for_events();
     void shut_down();
     [[nodiscard]] Status issue_read(IncomingRead read);
+    [[nodiscard]] Status copy_shared(Peer& peer, const IncomingRead& read);
     [[nodiscard]] Result<Peer*> peer_for(const TransferDescriptor& descriptor);
     void finish_read(std::uint64_t read_id, ucs_status_t status);
     void send_completion(Peer& peer, std::int64_t transfer_id);
@@ -123,6 +124,7 @@ class Engine {
     std::vector<std::unique_ptr<Peer>> retired_peers_;    // failed, waiting for their reads
     std::map<std::uint64_t, std::unique_ptr<PendingRead>> reads_;
     std::unordered_map<std::int64_t, OutgoingTransfer> outgoing_;
+    std::vector<OutgoingTransfer> retained_;  // aborted by stop(), dropped after the worker
     std::vector<std::int64_t> arrived_completions_;
     std::vector<std::pair<std::uint64_t, ucs_status_t>> finished_reads_;
     std::vector<std::pair<ucp_ep_h, ucs_status_t>> failed_endpoints_;

@@ -10,7 +10,9 @@
 namespace omnirt::relay::ucx {
 
 // Active message id of the completion message a receiver sends once its read finished.
-inline constexpr unsigned kCompletionMessageId = 0x6f6d;                  // "om"
+inline constexpr unsigned kCompletionMessageId = 0x6f6d;  // "om"
+// Keys and mappings kept per sender.
+inline constexpr std::size_t kPeerCacheLimit = 64;
 inline constexpr std::uint64_t kCompletionMagic = 0x6f6d6e6972742d75ULL;  // "omnirt-u"
 
 // The completion message's header (it has no payload).
@@ -29,9 +31,11 @@ struct Engine::Peer {
     Endpoint data;       // without error handling, over shared memory (same host only)
     Endpoint control;    // PEER error handling: reports the sender's death (absent when no
                          // transport supports it)
-    // Unpacked pool keys of this sender, kept for later reads (declared after the endpoints:
-    // destroyed before them).
-    std::map<std::vector<std::uint8_t>, RemoteKey> pool_keys;
+    // This sender's regions stay mapped and registered while it is open, so their unpacked keys
+    // and (on this host) mappings are kept for later reads, at most kPeerCacheLimit of each.
+    // Keys are declared after the endpoints: destroyed before them.
+    std::map<std::vector<std::uint8_t>, RemoteKey> keys;
+    std::map<std::pair<std::int64_t, std::uint64_t>, std::unique_ptr<PeerMapping>> mappings;
     int reads_in_flight = 0;
     bool retired = false;
 
@@ -44,9 +48,9 @@ struct Engine::Peer {
     // first, or are given up when reads may still use them.
     void close_endpoints(std::vector<ucs_status_ptr_t>& closing) {
         if (reads_in_flight > 0) {
-            for (auto& [bytes, key] : pool_keys) key.leak();
+            for (auto& [bytes, key] : keys) key.leak();
         }
-        pool_keys.clear();
+        keys.clear();
         for (Endpoint* endpoint : {&data, &control}) {
             if (!endpoint->valid()) continue;
             ucs_status_ptr_t request = endpoint->close();
@@ -60,8 +64,7 @@ struct Engine::PendingRead {
     Engine* engine = nullptr;
     std::uint64_t id = 0;
     IncomingRead read;
-    RemoteKey own_rkey;         // a one-off key, destroyed before the peer's endpoints close
-    ucp_rkey_h rkey = nullptr;  // own_rkey or one of the peer's pool keys
+    ucp_rkey_h rkey = nullptr;  // one of the peer's keys
     Peer* peer = nullptr;
 };
 

@@ -49,42 +49,67 @@ Result<Engine::Peer*> Engine::peer_for(const TransferDescriptor& descriptor) {
     return peers_.emplace(std::move(key), std::move(peer)).first->second.get();
 }
 
+Status Engine::copy_shared(Peer& peer, const IncomingRead& read) {
+    const TransferDescriptor& d = read.descriptor;
+    auto key = std::make_pair(d.shm_fd, d.shm_region);
+    auto it = peer.mappings.find(key);
+    if (it == peer.mappings.end()) {
+        auto opened = PeerMapping::open(d.shm_pid, d.shm_fd, d.shm_region);
+        if (!opened) return fail(opened.error().with_context("sender '" + d.sender + "'"));
+        if (peer.mappings.size() >= kPeerCacheLimit) peer.mappings.erase(peer.mappings.begin());
+        it = peer.mappings.emplace(key, std::move(*opened)).first;
+    }
+    const PeerMapping* mapping = it->second.get();
+    if (d.shm_offset > mapping->size() || d.nbytes > mapping->size() - d.shm_offset) {
+        return fail(ErrorCode::invalid_argument,
+                    "ucx relay: " + std::to_string(d.nbytes) + " bytes at offset " +
+                        std::to_string(d.shm_offset) + " lie outside the " +
+                        std::to_string(mapping->size()) + "-byte region of sender '" + d.sender +
+                        "'");
+    }
+    const std::byte* source = mapping->data() + d.shm_offset;
+    prefault(source, d.nbytes, /*for_write=*/false);  // one call instead of a fault per page
+    std::memcpy(read.dest.mutable_data(), source, d.nbytes);
+    return {};
+}
+
 Status Engine::issue_read(IncomingRead read) {
     const std::string sender = read.descriptor.sender;
     OMNI_TRY(Peer * peer, peer_for(read.descriptor));
+    // On the sender's host (and in its pid namespace, so /proc/<pid> names it) the bytes are
+    // copied straight out of its shared memory; the endpoint only carries the confirmation.
+    if (peer->data.valid() && read.descriptor.shm_pid_namespace == pid_namespace_id()) {
+        OMNI_RETURN_IF_ERROR(copy_shared(*peer, read));
+        send_completion(*peer, read.descriptor.transfer_id);
+        read.done->set(ok_status());
+        return {};
+    }
+
+    // Elsewhere UCX reads (RDMA, TCP, CMA). The key has no shared-memory component, so
+    // unpacking it attaches nothing and cannot fail because the sender is gone.
     auto pending = std::make_unique<PendingRead>();
-    auto cached =
-        read.descriptor.pooled ? peer->pool_keys.find(read.descriptor.rkey) : peer->pool_keys.end();
-    if (cached != peer->pool_keys.end()) {
-        pending->rkey = cached->second.get();
-    } else {
+    auto cached = peer->keys.find(read.descriptor.rkey);
+    if (cached == peer->keys.end()) {
         auto rkey = RemoteKey::unpack(peer->io(), read.descriptor.rkey);
         if (!rkey) return fail(rkey.error().with_context("ucx relay, sender '" + sender + "'"));
-        pending->rkey = rkey->get();
-        if (read.descriptor.pooled) {
-            peer->pool_keys.emplace(read.descriptor.rkey, std::move(*rkey));
-        } else {
-            pending->own_rkey = std::move(*rkey);
+        if (peer->keys.size() >= kPeerCacheLimit && peer->reads_in_flight == 0) {
+            peer->keys.erase(peer->keys.begin());
         }
+        cached = peer->keys.emplace(read.descriptor.rkey, std::move(*rkey)).first;
     }
+    pending->rkey = cached->second.get();
     pending->engine = this;
     pending->id = next_read_id_++;
     pending->read = std::move(read);
     pending->peer = peer;
     const TransferDescriptor& d = pending->read.descriptor;
-    // On one host the key maps the sender's shared memory here; populating the range first
-    // replaces a page fault per page in the copy below with one call.
-    void* local = nullptr;
-    if (ucp_rkey_ptr(pending->rkey, d.remote_addr, &local) == UCS_OK) {
-        prefault(local, d.nbytes, /*for_write=*/false);
-    }
     ucp_request_param_t params{};
     params.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
     params.cb.send = &Engine::on_read_done;
     params.user_data = pending.get();
     ucs_status_ptr_t request = ucp_get_nbx(peer->io(), pending->read.dest.mutable_data(), d.nbytes,
                                            d.remote_addr, pending->rkey, &params);
-    if (request == nullptr) {  // done in place (a copy out of the sender's shared memory)
+    if (request == nullptr) {  // done in place
         send_completion(*peer, d.transfer_id);
         pending->read.done->set(ok_status());
         return {};

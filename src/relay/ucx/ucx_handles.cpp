@@ -20,18 +20,6 @@ void prefault(const void* data, std::size_t nbytes, bool for_write) {
                     for_write ? MADV_POPULATE_WRITE : MADV_POPULATE_READ);
 }
 
-FileDescriptor& FileDescriptor::operator=(FileDescriptor&& other) noexcept {
-    if (this != &other) {
-        if (fd_ >= 0) ::close(fd_);
-        fd_ = std::exchange(other.fd_, -1);
-    }
-    return *this;
-}
-
-FileDescriptor::~FileDescriptor() {
-    if (fd_ >= 0) ::close(fd_);
-}
-
 Result<std::shared_ptr<Context>> Context::create(const std::string& name) {
     ucp_config_t* config = nullptr;
     ucs_status_t status = ucp_config_read(nullptr, nullptr, &config);
@@ -56,37 +44,31 @@ Result<std::shared_ptr<Context>> Context::create(const std::string& name) {
 
 Context::~Context() { ucp_cleanup(context_); }
 
-MemoryRegion::MemoryRegion(std::shared_ptr<Context> context, ucp_mem_h memh, std::byte* data,
-                           std::size_t size, std::vector<std::uint8_t> packed_rkey)
+MemoryRegion::MemoryRegion(std::shared_ptr<Context> context, std::unique_ptr<SharedMemory> memory,
+                           ucp_mem_h memh, std::vector<std::uint8_t> packed_rkey)
     : context_(std::move(context)),
+      memory_(std::move(memory)),
       memh_(memh),
-      data_(data),
-      size_(size),
       packed_rkey_(std::move(packed_rkey)) {}
 
 Result<std::shared_ptr<MemoryRegion>> MemoryRegion::allocate(std::shared_ptr<Context> context,
                                                              std::size_t nbytes) {
     OMNI_CHECK(nbytes > 0, "MemoryRegion::allocate: empty region");
+    OMNI_TRY(auto memory, SharedMemory::create(nbytes));
     ucp_mem_map_params_t params{};
-    params.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH |
-                        UCP_MEM_MAP_PARAM_FIELD_FLAGS;
-    params.address = nullptr;
+    params.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
+    params.address = memory->data();
     params.length = nbytes;
-    params.flags = UCP_MEM_MAP_ALLOCATE;
     ucp_mem_h memh = nullptr;
     ucs_status_t status = ucp_mem_map(context->get(), &params, &memh);
     if (status != UCS_OK) {
         return fail(ucx_error(
             ErrorCode::resource_exhausted,
-            "ucx relay: cannot allocate " + std::to_string(nbytes) + " bytes of registered memory",
-            status));
+            "ucx relay: cannot register " + std::to_string(nbytes) + " bytes with UCX", status));
     }
-    ucp_mem_attr_t attributes{};
-    attributes.field_mask = UCP_MEM_ATTR_FIELD_ADDRESS | UCP_MEM_ATTR_FIELD_LENGTH;
-    status = ucp_mem_query(memh, &attributes);
     void* packed = nullptr;
     std::size_t packed_size = 0;
-    if (status == UCS_OK) status = ucp_rkey_pack(context->get(), memh, &packed, &packed_size);
+    status = ucp_rkey_pack(context->get(), memh, &packed, &packed_size);
     if (status != UCS_OK) {
         ucp_mem_unmap(context->get(), memh);
         return fail(ucx_error(ErrorCode::internal, "ucx relay: cannot pack a remote key", status));
@@ -94,19 +76,16 @@ Result<std::shared_ptr<MemoryRegion>> MemoryRegion::allocate(std::shared_ptr<Con
     const auto* packed_bytes = static_cast<const std::uint8_t*>(packed);
     std::vector<std::uint8_t> rkey(packed_bytes, packed_bytes + packed_size);
     ucp_rkey_buffer_release(packed);
-    auto* data = static_cast<std::byte*>(attributes.address);
-    // Senders write every byte they publish: fault the pages in now, in one call.
-    prefault(data, nbytes, /*for_write=*/true);
     return std::shared_ptr<MemoryRegion>(
-        new MemoryRegion(std::move(context), memh, data, nbytes, std::move(rkey)));
+        new MemoryRegion(std::move(context), std::move(memory), memh, std::move(rkey)));
 }
 
 MemoryRegion::~MemoryRegion() { ucp_mem_unmap(context_->get(), memh_); }
 
 bool MemoryRegion::contains(const std::byte* begin, std::size_t nbytes) const {
     auto address = reinterpret_cast<std::uintptr_t>(begin);
-    auto base = reinterpret_cast<std::uintptr_t>(data_);
-    return address >= base && address - base <= size_ && nbytes <= size_ - (address - base);
+    auto base = reinterpret_cast<std::uintptr_t>(data());
+    return address >= base && address - base <= size() && nbytes <= size() - (address - base);
 }
 
 Worker::Worker(std::shared_ptr<Context> context, ucp_worker_h worker, int event_fd,

@@ -19,6 +19,8 @@
 #include <vector>
 
 #include "core/error.h"
+#include "relay/ucx/ucx_file_descriptor.h"
+#include "relay/ucx/ucx_shared_memory.h"
 
 namespace omnirt::relay::ucx {
 
@@ -29,24 +31,6 @@ namespace omnirt::relay::ucx {
 // (MADV_POPULATE_*), instead of one fault per page on first touch. Best effort: a kernel without
 // it just faults as usual.
 void prefault(const void* data, std::size_t nbytes, bool for_write);
-
-// A file descriptor closed on destruction.
-class FileDescriptor {
-  public:
-    FileDescriptor() = default;
-    explicit FileDescriptor(int fd) : fd_(fd) {}
-    FileDescriptor(FileDescriptor&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
-    FileDescriptor& operator=(FileDescriptor&& other) noexcept;
-    FileDescriptor(const FileDescriptor&) = delete;
-    FileDescriptor& operator=(const FileDescriptor&) = delete;
-    ~FileDescriptor();
-
-    [[nodiscard]] int get() const { return fd_; }
-    [[nodiscard]] bool valid() const { return fd_ >= 0; }
-
-  private:
-    int fd_ = -1;
-};
 
 // One ucp_context with RMA, AM and WAKEUP. UCX_* environment variables (UCX_TLS,
 // UCX_NET_DEVICES, ...) apply as usual; nothing here overrides them.
@@ -64,12 +48,10 @@ class Context {
     ucp_context_h context_;
 };
 
-// Memory UCX allocates (UCP_MEM_MAP_ALLOCATE) and registers with every memory domain, so peers
-// can read it: on one host it lives in a shared-memory segment (posix/sysv) that a reader maps
-// and copies from, across hosts it is registered for RDMA or served over TCP. Allocated rather
-// than registered user memory because a shared-memory read never waits on the owner process, so
-// a dead sender cannot leave a read hanging. Its pages are faulted in at allocation. Unmapped on
-// destruction; keeps the context alive.
+// Shared memory (relay/ucx/ucx_shared_memory.h) registered with UCX (ucp_mem_map of that
+// memory), so peers can read it: readers on this host map the memory itself, readers elsewhere
+// use the packed remote key (RDMA, or TCP served by the sender's worker). Unregistered and
+// unmapped on destruction; keeps the context alive.
 class MemoryRegion {
   public:
     [[nodiscard]] static Result<std::shared_ptr<MemoryRegion>> allocate(
@@ -78,20 +60,20 @@ class MemoryRegion {
     MemoryRegion& operator=(const MemoryRegion&) = delete;
     ~MemoryRegion();
 
-    [[nodiscard]] std::byte* data() const { return data_; }
-    [[nodiscard]] std::size_t size() const { return size_; }
+    [[nodiscard]] std::byte* data() const { return memory_->data(); }
+    [[nodiscard]] std::size_t size() const { return memory_->size(); }
+    [[nodiscard]] const SharedMemory& shared() const { return *memory_; }
     [[nodiscard]] bool contains(const std::byte* begin, std::size_t nbytes) const;
     // The packed remote key a peer unpacks to read this region.
     [[nodiscard]] const std::vector<std::uint8_t>& packed_rkey() const { return packed_rkey_; }
 
   private:
-    MemoryRegion(std::shared_ptr<Context> context, ucp_mem_h memh, std::byte* data,
-                 std::size_t size, std::vector<std::uint8_t> packed_rkey);
+    MemoryRegion(std::shared_ptr<Context> context, std::unique_ptr<SharedMemory> memory,
+                 ucp_mem_h memh, std::vector<std::uint8_t> packed_rkey);
 
     std::shared_ptr<Context> context_;
+    std::unique_ptr<SharedMemory> memory_;
     ucp_mem_h memh_;
-    std::byte* data_;
-    std::size_t size_;
     std::vector<std::uint8_t> packed_rkey_;
 };
 

@@ -38,8 +38,12 @@ std::int64_t checksum_of(const TransferDescriptor& d) {
     sum.add_integer(d.nbytes);
     sum.add(d.address);
     sum.add(d.rkey);
-    sum.add_integer(d.pooled ? 1 : 0);
     sum.add_integer(d.remote_addr);
+    sum.add_integer(static_cast<std::uint64_t>(d.shm_pid));
+    sum.add_integer(d.shm_pid_namespace);
+    sum.add_integer(static_cast<std::uint64_t>(d.shm_fd));
+    sum.add_integer(d.shm_region);
+    sum.add_integer(d.shm_offset);
     sum.add_integer(static_cast<std::uint64_t>(d.transfer_id));
     sum.add(d.sender);
     sum.add(d.host);
@@ -86,8 +90,12 @@ Value encode_metadata(const TransferDescriptor& d) {
     map["nbytes"] = Value(static_cast<std::int64_t>(d.nbytes));
     map["address"] = Value(Bytes{d.address});
     map["rkey"] = Value(Bytes{d.rkey});
-    map["pooled"] = Value(d.pooled);
     map["remote_addr"] = Value(std::bit_cast<std::int64_t>(d.remote_addr));
+    map["shm_pid"] = Value(d.shm_pid);
+    map["shm_pidns"] = Value(std::bit_cast<std::int64_t>(d.shm_pid_namespace));
+    map["shm_fd"] = Value(d.shm_fd);
+    map["shm_region"] = Value(std::bit_cast<std::int64_t>(d.shm_region));
+    map["shm_offset"] = Value(std::bit_cast<std::int64_t>(d.shm_offset));
     map["transfer_id"] = Value(d.transfer_id);
     map["sender"] = Value(d.sender);
     map["host"] = Value(d.host);
@@ -101,16 +109,24 @@ Result<TransferDescriptor> decode_metadata(const Value& metadata) {
     d.nbytes = common.nbytes;
     OMNI_TRY(const Value* address, require(metadata, "address", ValueKind::bytes));
     OMNI_TRY(const Value* rkey, require(metadata, "rkey", ValueKind::bytes));
-    OMNI_TRY(const Value* pooled, require(metadata, "pooled", ValueKind::boolean));
     OMNI_TRY(const Value* remote_addr, require(metadata, "remote_addr", ValueKind::integer));
+    OMNI_TRY(const Value* shm_pid, require(metadata, "shm_pid", ValueKind::integer));
+    OMNI_TRY(const Value* shm_pidns, require(metadata, "shm_pidns", ValueKind::integer));
+    OMNI_TRY(const Value* shm_fd, require(metadata, "shm_fd", ValueKind::integer));
+    OMNI_TRY(const Value* shm_region, require(metadata, "shm_region", ValueKind::integer));
+    OMNI_TRY(const Value* shm_offset, require(metadata, "shm_offset", ValueKind::integer));
     OMNI_TRY(const Value* transfer_id, require(metadata, "transfer_id", ValueKind::integer));
     OMNI_TRY(const Value* sender, require(metadata, "sender", ValueKind::string));
     OMNI_TRY(const Value* host, require(metadata, "host", ValueKind::string));
     OMNI_TRY(const Value* checksum, require(metadata, "checksum", ValueKind::integer));
     d.address = address->if_bytes()->data;
     d.rkey = rkey->if_bytes()->data;
-    d.pooled = pooled->as_bool();
     d.remote_addr = std::bit_cast<std::uint64_t>(remote_addr->as_int());
+    d.shm_pid = shm_pid->as_int();
+    d.shm_pid_namespace = std::bit_cast<std::uint64_t>(shm_pidns->as_int());
+    d.shm_fd = shm_fd->as_int();
+    d.shm_region = std::bit_cast<std::uint64_t>(shm_region->as_int());
+    d.shm_offset = std::bit_cast<std::uint64_t>(shm_offset->as_int());
     d.transfer_id = transfer_id->as_int();
     d.sender = sender->as_string();
     d.host = host->as_string();
@@ -124,6 +140,10 @@ Result<TransferDescriptor> decode_metadata(const Value& metadata) {
     }
     if (d.nbytes > 0 && d.remote_addr == 0) {
         return fail(ErrorCode::invalid_argument, field_error("remote_addr", "is null"));
+    }
+    if (d.nbytes > 0 && (d.shm_pid <= 0 || d.shm_fd < 0)) {
+        return fail(ErrorCode::invalid_argument,
+                    field_error("shm_pid", "or 'shm_fd' does not name a process's descriptor"));
     }
     if (d.transfer_id < 0) {
         return fail(ErrorCode::invalid_argument, field_error("transfer_id", "is negative"));

@@ -4,9 +4,10 @@
 //   nbytes       int     bytes to read
 //   address      bytes   the sender's UCX worker address
 //   rkey         bytes   packed remote key of the memory holding the bytes (empty when nbytes 0)
-//   pooled       bool    the key is the sender's long-lived pool key: readers may keep it
-//                        unpacked (on one host that keeps the pool mapped, saving page faults)
 //   remote_addr  int     the bytes' virtual address in the sender
+//   shm_pid, shm_pidns, shm_fd, shm_region, shm_offset   int
+//                        where readers on the sender's host map the bytes: /proc/<pid>/fd/<fd>
+//                        in pid namespace <pidns>, region id and offset (ucx_shared_memory.h)
 //   transfer_id  int     echoed in the completion message that releases the sender's memory
 //   sender       string  "<relay name>@<host>:<pid>", for error messages
 //   host         string  hostname and boot id: readers on the same host use shared memory
@@ -29,8 +30,12 @@ struct TransferDescriptor {
     std::size_t nbytes = 0;
     std::vector<std::uint8_t> address;
     std::vector<std::uint8_t> rkey;
-    bool pooled = false;
     std::uint64_t remote_addr = 0;
+    std::int64_t shm_pid = 0;
+    std::uint64_t shm_pid_namespace = 0;
+    std::int64_t shm_fd = -1;
+    std::uint64_t shm_region = 0;
+    std::uint64_t shm_offset = 0;
     std::int64_t transfer_id = 0;
     std::string sender;
     std::string host;

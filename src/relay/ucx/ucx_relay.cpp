@@ -132,9 +132,14 @@ class UcxRelay final : public Relay {
             return std::make_unique<UcxPutOperation>(ucx::encode_metadata(d), done, 0, 0);
         }
         OMNI_TRY(ucx::StagedSource staged, memory_->stage(tensor));
-        d.rkey = std::move(staged.rkey);
-        d.pooled = staged.pooled;
+        const ucx::MemoryRegion& region = *staged.region;
+        d.rkey = region.packed_rkey();
         d.remote_addr = reinterpret_cast<std::uintptr_t>(staged.tensor.data());
+        d.shm_pid = ::getpid();
+        d.shm_pid_namespace = ucx::pid_namespace_id();
+        d.shm_fd = region.shared().fd();
+        d.shm_region = region.shared().region_id();
+        d.shm_offset = static_cast<std::uint64_t>(staged.tensor.data() - region.data());
         d.transfer_id = next_transfer_id_.fetch_add(1, std::memory_order_relaxed);
         OMNI_RETURN_IF_ERROR(
             engine_->publish(ucx::OutgoingTransfer{.id = d.transfer_id,
@@ -176,8 +181,9 @@ class UcxRelay final : public Relay {
     void close() override {
         std::lock_guard lock(close_mutex_);
         if (closed_.exchange(true)) return;
-        memory_->close();  // puts waiting for a credit fail with aborted
+        memory_->wake_waiters();  // puts waiting for a credit fail with aborted
         engine_->stop();
+        memory_->close();  // only now: late readers could otherwise reach unmapped memory
     }
 
   private:

@@ -6,6 +6,8 @@
 //
 // Leases are Storage objects whose last reference returns the slot, so a slot handed out by
 // allocate_send_buffer stays valid for as long as any tensor uses it, even after close().
+// Released dedicated mappings stay mapped for reuse while the relay is open (their pages are
+// given back beyond the pool's size in total).
 //
 // Thread safety: all methods may be called from any thread.
 #include <condition_variable>
@@ -26,8 +28,9 @@ struct StagedSource {
     Tensor tensor;                    // contiguous bytes in registered memory; keeps them alive
     std::shared_ptr<Storage> credit;  // the transfer's credit (a slot lease); may be the same
                                       // slot as `tensor`'s storage
-    std::vector<std::uint8_t> rkey;   // packed remote key of the memory holding `tensor`
-    bool pooled = false;              // `rkey` is the pool's, valid while the relay lives
+    // The registered memory holding `tensor`. Every region stays mapped and registered while
+    // the relay is open, so readers may keep its key and mapping for later transfers.
+    std::shared_ptr<MemoryRegion> region;
 };
 
 class SendMemory {
@@ -50,8 +53,11 @@ class SendMemory {
     // close() ran.
     [[nodiscard]] Result<StagedSource> stage(const Tensor& tensor);
 
-    // Wakes blocked stage() calls (they fail with aborted) and refuses new ones. Memory already
-    // handed out stays valid until its last reference goes.
+    // Wakes blocked stage() calls (they fail with aborted) and refuses new ones.
+    void wake_waiters();
+    // wake_waiters(), and unmaps the idle dedicated mappings: call it once no reader can reach
+    // them any more (the worker is gone). Memory handed out stays valid until its last
+    // reference goes.
     void close();
 
     [[nodiscard]] std::size_t slot_bytes() const { return slot_bytes_; }
@@ -62,6 +68,13 @@ class SendMemory {
     SendMemory(std::shared_ptr<Context> context, std::shared_ptr<Pool> pool);
 
     [[nodiscard]] Result<std::shared_ptr<Storage>> acquire_credit();
+    struct Dedicated {
+        std::shared_ptr<Storage> storage;      // `nbytes` of `region`; returns it to the idle
+        std::shared_ptr<MemoryRegion> region;  // mappings at the end
+    };
+    // A dedicated mapping for `nbytes` (an idle one of the same power-of-two size, or a new one),
+    // faulted in; `track` lets stage() recognise it later (allocate()'s buffers).
+    [[nodiscard]] Result<Dedicated> dedicated(std::size_t nbytes, bool track);
     // The dedicated mapping holding [data, data + nbytes), if allocate() made one.
     [[nodiscard]] std::shared_ptr<MemoryRegion> find_dedicated(const std::byte* data,
                                                                std::size_t nbytes);
