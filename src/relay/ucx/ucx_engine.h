@@ -4,13 +4,15 @@
 // transfers). Other threads hand it work through a task queue and an eventfd; it sleeps in
 // epoll on that eventfd and the worker's event fd (ucp_worker_arm), never spinning.
 //
-// Completion protocol: a receiver reads a transfer with ucp_get_nbx and, once the bytes are in
-// place, sends the sender an active message carrying the transfer id; the sender's handler
-// finds the transfer, completes its PutOperation and drops its memory and credit.
+// Completion protocol: a receiver reads a transfer (a copy out of the sender's shared memory on
+// its host, ucp_get_nbx elsewhere) and, once the bytes are in place, sends the sender an active
+// message carrying the transfer id; the sender's handler finds the transfer, drops its memory
+// and credit and completes its PutOperation.
 //
 // Endpoints: a reader on the sender's host talks to it over an endpoint without peer-failure
-// handling (the only kind UCX 1.13 runs over shared memory) plus a PEER endpoint (TCP) whose
-// error callback reports the sender's death; a reader on another host uses one PEER endpoint.
+// handling (the only kind UCX 1.13 runs over shared memory; it carries the completion messages)
+// plus a PEER endpoint (TCP) whose error callback reports the sender's death; a reader on another
+// host uses one PEER endpoint for both.
 //
 // Thread safety: the public methods may be called from any thread except the loop thread.
 #include <cstdint>

@@ -28,7 +28,9 @@ struct CompletionMessage {
 struct Engine::Peer {
     std::string key;     // the worker address bytes
     std::string sender;  // the sender's label, for messages
-    Endpoint data;       // without error handling, over shared memory (same host only)
+    Endpoint data;       // without error handling, over shared memory (same host only): carries
+                         // completion messages, and reads when the sender's memory cannot be
+                         // mapped here (another pid namespace)
     Endpoint control;    // PEER error handling: reports the sender's death (absent when no
                          // transport supports it)
     // This sender's regions stay mapped and registered while it is open, so their unpacked keys
