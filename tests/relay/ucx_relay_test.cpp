@@ -384,6 +384,7 @@ TEST(UcxRelayTest, CapabilitiesRegistryAndOptions) {
     EXPECT_FALSE(capabilities.zero_copy_receive);
     EXPECT_FALSE(capabilities.needs_rank_topology);
     EXPECT_FALSE(capabilities.device_memory);
+    EXPECT_TRUE(capabilities.credit_flow_control);
 
     ASSERT_TRUE(register_ucx_backend().has_value());
     ASSERT_TRUE(register_ucx_backend().has_value());  // idempotent
