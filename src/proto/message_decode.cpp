@@ -111,10 +111,21 @@ Result<ControlMessage> read_profiler_stop(const Dom&, std::uint32_t) {
     return ControlMessage(ProfilerStopMessage{});
 }
 
+Result<ControlMessage> read_heartbeat(const Dom& dom, std::uint32_t map) {
+    FieldReader fields(dom, map, detail::kHeartbeatType);
+    HeartbeatMessage message;
+    OMNI_TRY(message.stage, fields.string("stage"));
+    OMNI_TRY(message.pid, fields.integer("pid"));
+    OMNI_TRY(message.queue_depth, fields.integer("queue_depth"));
+    OMNI_TRY(message.active_requests, fields.integer("active_requests"));
+    OMNI_TRY(message.processed, fields.integer("processed"));
+    return ControlMessage(std::move(message));
+}
+
 using Reader = Result<ControlMessage> (*)(const Dom&, std::uint32_t);
 constexpr Reader kReaders[] = {read_submit,         read_data_ready,   read_complete,
                                read_stream,         read_abort,        read_shutdown,
-                               read_profiler_start, read_profiler_stop};
+                               read_profiler_start, read_profiler_stop, read_heartbeat};
 static_assert(std::size(kReaders) == detail::kMessageTypeNames.size());
 
 }  // namespace

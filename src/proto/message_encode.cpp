@@ -103,6 +103,19 @@ void write_body(WireWriter& writer, const ProfilerStopMessage&) {
     envelope(writer, 0, detail::kProfilerStopType);
 }
 
+void write_body(WireWriter& writer, const HeartbeatMessage& message) {
+    envelope(writer, 5, detail::kHeartbeatType);
+    writer.field("stage", message.stage);
+    writer.str("pid");
+    writer.integer(message.pid);
+    writer.str("queue_depth");
+    writer.integer(message.queue_depth);
+    writer.str("active_requests");
+    writer.integer(message.active_requests);
+    writer.str("processed");
+    writer.integer(message.processed);
+}
+
 }  // namespace
 
 std::string_view message_type_name(const ControlMessage& message) {

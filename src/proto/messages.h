@@ -103,9 +103,20 @@ struct ProfilerStopMessage {
     friend bool operator==(const ProfilerStopMessage&, const ProfilerStopMessage&) = default;
 };
 
+// Stage -> coordinator, periodically: liveness and load for the coordinator's health
+// report. Wire type "heartbeat".
+struct HeartbeatMessage {
+    std::string stage;
+    std::int64_t pid = 0;
+    std::int64_t queue_depth = 0;      // work waiting in the stage (inbox + pending fan-in)
+    std::int64_t active_requests = 0;  // requests the stage holds state for
+    std::int64_t processed = 0;        // results emitted since start
+    friend bool operator==(const HeartbeatMessage&, const HeartbeatMessage&) = default;
+};
+
 using ControlMessage =
     std::variant<SubmitMessage, DataReadyMessage, CompleteMessage, StreamMessage, AbortMessage,
-                 ShutdownMessage, ProfilerStartMessage, ProfilerStopMessage>;
+                 ShutdownMessage, ProfilerStartMessage, ProfilerStopMessage, HeartbeatMessage>;
 
 // The wire "type" of a message: "submit", "data_ready", "complete", "stream", "abort",
 // "shutdown", "profiler_start" or "profiler_stop".

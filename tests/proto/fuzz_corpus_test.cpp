@@ -105,7 +105,8 @@ std::map<std::string, std::vector<Bytes8>> seeds() {
              AbortMessage{.request_id = "req-1", .reason = "cancelled"},
              ShutdownMessage{.reason = "bye"},
              ProfilerStartMessage{.trace_path_template = "/tmp/trace-{stage}.json"},
-             ProfilerStopMessage{}}) {
+             ProfilerStopMessage{},
+             HeartbeatMessage{.stage = "thinker", .pid = 42, .queue_depth = 3}}) {
         messages.push_back(encode_message(message).value());
     }
 

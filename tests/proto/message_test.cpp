@@ -67,6 +67,11 @@ std::vector<ControlMessage> random_messages(RandomValues& random) {
     out.push_back(ShutdownMessage{.reason = random.string()});
     out.push_back(ProfilerStartMessage{.trace_path_template = random.string()});
     out.push_back(ProfilerStopMessage{});
+    out.push_back(HeartbeatMessage{.stage = random.string(),
+                                   .pid = random.integer(),
+                                   .queue_depth = random.integer(),
+                                   .active_requests = random.integer(),
+                                   .processed = random.integer()});
     return out;
 }
 
@@ -88,6 +93,8 @@ TEST(Messages, EveryTypeRoundTrips) {
 TEST(Messages, TypeNamesAndRequestIds) {
     EXPECT_EQ(message_type_name(DataReadyMessage{}), "data_ready");
     EXPECT_EQ(message_type_name(ProfilerStopMessage{}), "profiler_stop");
+    EXPECT_EQ(message_type_name(HeartbeatMessage{}), "heartbeat");
+    EXPECT_EQ(request_id_of(HeartbeatMessage{.stage = "s"}), "");
     EXPECT_EQ(request_id_of(AbortMessage{.request_id = "r1"}), "r1");
     EXPECT_EQ(request_id_of(ShutdownMessage{.reason = "bye"}), "");
 }

@@ -1,0 +1,156 @@
+#pragma once
+// Coordinator: the global request router of pipeline.md. It sends new requests to the entry
+// stage, receives completions and stream chunks from stages, merges the results of several
+// terminal stages, broadcasts aborts, and resolves each request exactly once.
+//
+// Request lifecycle: pending (accepted, submit not yet sent) -> running (submit sent) ->
+// completed | failed | aborted. A request fails when any stage reports an error for it (the
+// coordinator then broadcasts an abort so every other stage drops it too), when its deadline
+// passes, or when a stage process dies (mark_stage_down). Ids are unique among live requests.
+//
+// The entry stage receives SubmitMessage{payload = {request_id, request, data = request.inputs}}.
+// Results: with one terminal stage, the request's result is that stage's payload; with several,
+// it is {request_id, request, data = {terminal_stage_name: that stage's data, ...}}.
+//
+// Threads: one IO thread (the control plane's) delivers stage messages and runs the event
+// callbacks; a timer thread enforces deadlines. Every public method may be called from any
+// thread; submit() and RequestStream::next() block and must not be called from a callback.
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "core/request.h"
+#include "core/value.h"
+
+namespace omnirt::pipeline {
+
+using Duration = std::chrono::milliseconds;
+
+struct CoordinatorOptions {
+    std::string coordinator_endpoint;  // bound PULL: completions, streams, heartbeats
+    std::string abort_endpoint;        // bound PUB: abort broadcasts
+    std::map<std::string, std::string> stage_endpoints;  // every stage's PULL endpoint
+    std::string entry_stage;
+    std::vector<std::string> terminal_stages;
+    std::optional<std::string> terminal_stages_fn;  // registry name (FunctionKind::terminal_stages)
+    // Live requests the coordinator accepts; start_request fails with resource_exhausted above.
+    std::size_t max_live_requests = 65536;
+    // A stage whose last heartbeat is older than this is reported as not alive by health().
+    Duration heartbeat_timeout = Duration(5000);
+};
+
+enum class RequestState : std::uint8_t { pending, running, completed, failed, aborted };
+[[nodiscard]] std::string_view to_string(RequestState state);
+
+struct RequestOptions {
+    // Absolute deadline; the request fails with deadline_exceeded when it passes.
+    std::optional<std::chrono::system_clock::time_point> deadline;
+};
+
+struct RequestEvent {
+    enum class Kind : std::uint8_t { chunk, completed, failed, aborted };
+    Kind kind = Kind::chunk;
+    std::string request_id;
+    // chunk: a StreamMessage from a stage, in the order the coordinator received them.
+    std::string from_stage;
+    std::int64_t chunk_index = 0;
+    Value chunk;
+    Value metadata;
+    // completed: the (merged) result.
+    StagePayload result;
+    // failed / aborted: why; a failure names the stage ("stage 'decode': ...").
+    Error error;
+    [[nodiscard]] bool terminal() const { return kind != Kind::chunk; }
+};
+
+// Runs on the coordinator's IO thread: for every chunk, then exactly once with a terminal event.
+// Must not block.
+using EventCallback = std::function<void(RequestEvent event)>;
+
+struct StageHealth {
+    std::string stage;
+    bool alive = false;  // heartbeat seen within heartbeat_timeout and not marked down
+    std::string down_reason;
+    std::int64_t pid = 0;
+    std::int64_t queue_depth = 0;
+    std::int64_t active_requests = 0;
+    std::int64_t processed = 0;
+};
+
+struct HealthReport {
+    bool healthy = false;  // started, not stopped, every stage alive
+    std::vector<StageHealth> stages;  // in stage_endpoints order
+    std::map<std::string, std::int64_t> requests_by_state;  // live: pending, running; totals:
+                                                            // completed, failed, aborted
+};
+
+class RequestStream;
+
+class Coordinator {
+public:
+    [[nodiscard]] static Result<std::unique_ptr<Coordinator>> create(CoordinatorOptions options);
+    Coordinator(const Coordinator&) = delete;
+    Coordinator& operator=(const Coordinator&) = delete;
+    ~Coordinator();  // stop()
+
+    // Binds the PULL and the PUB and starts the IO and timer threads.
+    [[nodiscard]] Status start();
+    // Blocks until `stage_count` stages subscribed to the abort broadcast (so an abort sent
+    // right after start-up reaches them all). deadline_exceeded otherwise.
+    [[nodiscard]] Status wait_for_stages(std::size_t stage_count, Duration timeout);
+
+    // Accepts a request and sends it to the entry stage. Fails (callback never called) with
+    // already_exists for a live duplicate id, invalid_argument for an empty id, unavailable when
+    // the pipeline is unhealthy or stopped, resource_exhausted above max_live_requests.
+    [[nodiscard]] Status start_request(const std::string& request_id, OmniRequest request,
+                                       RequestOptions options, EventCallback on_event);
+    // One result: blocks until the request ends. Stream chunks are discarded.
+    [[nodiscard]] Result<StagePayload> submit(const std::string& request_id, OmniRequest request,
+                                              RequestOptions options = {});
+    // Ordered events: chunks, then one terminal event.
+    [[nodiscard]] Result<std::unique_ptr<RequestStream>> stream(const std::string& request_id,
+                                                                OmniRequest request,
+                                                                RequestOptions options = {});
+    // Ends a live request as aborted (terminal event kind aborted, error code aborted with
+    // `reason`) and broadcasts the abort to every stage. not_found for unknown or ended ids.
+    [[nodiscard]] Status abort(const std::string& request_id, const std::string& reason);
+
+    // Supervision (the runner): the stages of a dead process. Every live request fails with
+    // unavailable naming the stage and `reason`, and the pipeline reports unhealthy; new
+    // requests fail with unavailable until restart (policy: fail fast, see docs).
+    void mark_stages_down(const std::vector<std::string>& stages, const std::string& reason);
+
+    // Profiler control: sent to every stage.
+    [[nodiscard]] Status start_profile(const std::string& trace_path_template);
+    [[nodiscard]] Status stop_profile();
+
+    [[nodiscard]] HealthReport health() const;
+    [[nodiscard]] std::size_t live_requests() const;
+
+    // Fails every live request with unavailable ("coordinator stopped"), sends shutdown to every
+    // stage, closes the sockets. Idempotent.
+    void stop();
+
+private:
+    struct State;
+    explicit Coordinator(std::unique_ptr<State> state);
+    std::unique_ptr<State> state_;
+};
+
+// Pull side of Coordinator::stream(). Destroying it before the terminal event aborts the request.
+class RequestStream {
+public:
+    virtual ~RequestStream() = default;
+    // The next event; deadline_exceeded when none arrives within `timeout`; nullopt after the
+    // terminal event was returned.
+    [[nodiscard]] virtual Result<std::optional<RequestEvent>> next(Duration timeout) = 0;
+    [[nodiscard]] virtual const std::string& request_id() const = 0;
+};
+
+}  // namespace omnirt::pipeline

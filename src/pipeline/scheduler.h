@@ -1,0 +1,92 @@
+#pragma once
+// The scheduler interface of pipeline.md. A Stage (the IO shell) pushes executable work into
+// the scheduler's inbox and drains its outbox; it never branches on the scheduler's type. The
+// SimpleScheduler (non-AR stages), the StreamingScheduler (Code2Wav shape) and, later, the AR
+// scheduler of the engine all present this surface.
+//
+// Ownership and threads:
+//  * the Stage owns the Scheduler; it is the only producer of the inbox and the only consumer of
+//    the outbox;
+//  * start() launches the scheduler's own threads; stop() closes the inbox, joins them and then
+//    closes the outbox (so the Stage's drain loop ends after the last message);
+//  * abort() may be called from any thread: queued work of the request is removed and results of
+//    running work are dropped instead of reaching the outbox.
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "core/error.h"
+#include "core/request.h"
+#include "core/value.h"
+#include "pipeline/queue.h"
+
+namespace omnirt::pipeline {
+
+class Tracer;
+
+using Clock = std::chrono::steady_clock;
+
+// One streamed chunk between stages (hidden states, codec codes) or to the client.
+struct StreamChunk {
+    std::int64_t chunk_id = 0;  // per request and sender, from 0
+    Value chunk;
+    Value metadata;
+};
+
+enum class IncomingKind : std::uint8_t { new_request, stream_chunk, stream_done };
+
+struct IncomingMessage {
+    std::string request_id;
+    IncomingKind kind = IncomingKind::new_request;
+    std::shared_ptr<const StagePayload> payload;  // new_request: the (merged) input payload
+    std::shared_ptr<const StreamChunk> chunk;     // stream_chunk
+    std::string from_stage;                       // stream_chunk / stream_done: the sender
+    Clock::time_point enqueued_at = Clock::now();  // for the profiler's queue-wait span
+};
+
+enum class OutgoingKind : std::uint8_t { result, stream, error };
+
+struct OutgoingMessage {
+    std::string request_id;
+    OutgoingKind kind = OutgoingKind::result;
+    // result: the stage's output payload; the Stage routes it (next / route_fn / terminal).
+    std::shared_ptr<const StagePayload> result;
+    // stream: one chunk. `target` names a stage of the stage's stream_to; nullopt sends the
+    // chunk to the client through the coordinator (a StreamMessage).
+    std::shared_ptr<const StreamChunk> chunk;
+    std::optional<std::string> target;
+    // error: the request fails with this error (the coordinator aborts it everywhere).
+    Error error;
+};
+
+inline constexpr std::size_t kDefaultQueueCapacity = 4096;
+
+class Scheduler {
+public:
+    explicit Scheduler(std::size_t inbox_capacity = kDefaultQueueCapacity,
+                       std::size_t outbox_capacity = kDefaultQueueCapacity)
+        : inbox_(inbox_capacity), outbox_(outbox_capacity) {}
+    Scheduler(const Scheduler&) = delete;
+    Scheduler& operator=(const Scheduler&) = delete;
+    virtual ~Scheduler() = default;
+
+    [[nodiscard]] BlockingQueue<IncomingMessage>& inbox() { return inbox_; }
+    [[nodiscard]] BlockingQueue<OutgoingMessage>& outbox() { return outbox_; }
+
+    [[nodiscard]] virtual Status start() = 0;
+    // Idempotent. Closes the inbox, joins the scheduler's threads, then closes the outbox.
+    virtual void stop() = 0;
+    // Thread-safe; idempotent; unknown ids are ignored.
+    virtual void abort(const std::string& request_id) = 0;
+    // Requests the scheduler holds state for (queued, running or, for streaming schedulers,
+    // open streams). For health reports and leak checks.
+    [[nodiscard]] virtual std::size_t active_requests() const = 0;
+
+protected:
+    BlockingQueue<IncomingMessage> inbox_;
+    BlockingQueue<OutgoingMessage> outbox_;
+};
+
+}  // namespace omnirt::pipeline
