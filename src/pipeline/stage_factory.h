@@ -22,6 +22,7 @@ struct StageContext {
     Map args;  // factory_args + runtime_overrides + injected model_path / gpu_id
     std::vector<std::string> next;
     std::vector<std::string> stream_to;
+    std::vector<std::string> stream_sources;  // stages that stream into this one
     bool terminal = false;
     Device device = Device::cpu();
     int tp_rank = 0;
