@@ -16,6 +16,7 @@
 // fan-in timed out. relay.cleanup(request_id) runs on each of those paths.
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -38,6 +39,9 @@ struct StageOptions {
     // Relay transfers (put completion, get completion) fail after this.
     std::chrono::milliseconds relay_timeout{60000};
     std::chrono::milliseconds heartbeat_interval{1000};
+    // Called once (on the stage's thread) when a shutdown message arrives; the host uses it to
+    // stop the process. May be empty.
+    std::function<void()> on_shutdown;
 };
 
 struct StageStats {
