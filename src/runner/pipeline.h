@@ -1,0 +1,82 @@
+#pragma once
+// Pipeline: the C++ API that runs a declared pipeline. start() prepares the runtime plan in a
+// private runtime directory, starts the coordinator in this process and every process group
+// either as a child process of the `omnirt` binary (Placement::processes, the serving layout) or
+// hosted in this process (Placement::in_process, for tests and embedding), waits until every
+// stage is ready and subscribed, and supervises the children.
+//
+// Supervision policy: fail fast. A child that exits while the pipeline runs makes every live
+// request fail at once (unavailable, naming the stages of the process and the exit status) and
+// the pipeline unhealthy; new requests are rejected. Nothing is restarted: a stage may hold
+// state (KV caches, loaded weights) that a restart would silently lose, so the operator (or a
+// process manager around `omnirt serve`) decides.
+//
+// Thread safety: submit / stream / abort / health may be called from any thread; start and stop
+// from one owner thread.
+#include <chrono>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "config/runtime_plan.h"
+#include "config/schema.h"
+#include "core/error.h"
+#include "pipeline/coordinator.h"
+
+namespace omnirt::runner {
+
+enum class Placement : std::uint8_t { processes, in_process };
+
+struct PipelineOptions {
+    Placement placement = Placement::processes;
+    // The `omnirt` binary children run; empty: this executable (/proc/self/exe).
+    std::string binary;
+    // Where the runtime directory is created; empty: from the config's endpoints.
+    std::string runtime_base;
+    std::chrono::milliseconds startup_timeout{60000};
+    std::chrono::milliseconds shutdown_grace{10000};
+    std::chrono::milliseconds relay_timeout{60000};
+    std::chrono::milliseconds heartbeat_interval{1000};
+    std::size_t max_live_requests = 65536;
+};
+
+class Pipeline {
+public:
+    // `config` must have passed validation (config::load_pipeline_file does that). Registers the
+    // built-in backends and stages first. On failure nothing is left running.
+    [[nodiscard]] static Result<std::unique_ptr<Pipeline>> start(const config::PipelineConfig& config,
+                                                                 PipelineOptions options = {});
+    Pipeline(const Pipeline&) = delete;
+    Pipeline& operator=(const Pipeline&) = delete;
+    ~Pipeline();  // stop()
+
+    [[nodiscard]] pipeline::Coordinator& coordinator();
+    [[nodiscard]] const config::RuntimePlan& plan() const;
+
+    [[nodiscard]] Result<StagePayload> submit(const std::string& request_id, OmniRequest request,
+                                              pipeline::RequestOptions options = {});
+    [[nodiscard]] Result<std::unique_ptr<pipeline::RequestStream>> stream(
+        const std::string& request_id, OmniRequest request, pipeline::RequestOptions options = {});
+    [[nodiscard]] Status abort(const std::string& request_id, const std::string& reason);
+    [[nodiscard]] pipeline::HealthReport health() const;
+
+    // Child pids by process name (empty for in-process placement).
+    [[nodiscard]] std::map<std::string, int> process_ids() const;
+
+    // Shuts the stages down (shutdown message, then SIGTERM after shutdown_grace, then SIGKILL),
+    // stops the coordinator, removes the runtime directory. Idempotent.
+    void stop();
+
+private:
+    struct State;
+    explicit Pipeline(std::unique_ptr<State> state);
+    std::unique_ptr<State> state_;
+};
+
+// Registers built-ins, loads and validates `path` with `overrides` (`--set` form), and starts it.
+[[nodiscard]] Result<std::unique_ptr<Pipeline>> start_pipeline_file(
+    const std::string& path, const std::vector<std::string>& overrides = {},
+    PipelineOptions options = {});
+
+}  // namespace omnirt::runner
