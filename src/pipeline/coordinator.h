@@ -43,6 +43,9 @@ struct CoordinatorOptions {
     std::size_t max_live_requests = 65536;
     // A stage whose last heartbeat is older than this is reported as not alive by health().
     Duration heartbeat_timeout = Duration(5000);
+    // Events a RequestStream holds before its consumer reads them; above it the request fails
+    // with resource_exhausted (the IO thread never waits for a slow consumer).
+    std::size_t stream_queue_capacity = 4096;
 };
 
 enum class RequestState : std::uint8_t { pending, running, completed, failed, aborted };
@@ -69,8 +72,10 @@ struct RequestEvent {
     [[nodiscard]] bool terminal() const { return kind != Kind::chunk; }
 };
 
-// Runs on the coordinator's IO thread: for every chunk, then exactly once with a terminal event.
-// Must not block.
+// Runs for every chunk, then exactly once with a terminal event, never concurrently for one
+// request. Chunks and stage-reported ends run on the coordinator's IO thread; an end caused by
+// abort(), mark_stages_down() or stop() runs on that caller's thread, a deadline on the timer
+// thread. Must not block; may end its own request (abort) but not call stop().
 using EventCallback = std::function<void(RequestEvent event)>;
 
 struct StageHealth {
@@ -88,6 +93,8 @@ struct HealthReport {
     std::vector<StageHealth> stages;  // in stage_endpoints order
     std::map<std::string, std::int64_t> requests_by_state;  // live: pending, running; totals:
                                                             // completed, failed, aborted
+    // Stage messages dropped: unknown or ended requests, non-terminal completions, duplicates.
+    std::uint64_t ignored_messages = 0;
 };
 
 class RequestStream;
@@ -107,7 +114,10 @@ public:
 
     // Accepts a request and sends it to the entry stage. Fails (callback never called) with
     // already_exists for a live duplicate id, invalid_argument for an empty id, unavailable when
-    // the pipeline is unhealthy or stopped, resource_exhausted above max_live_requests.
+    // the pipeline is unhealthy or stopped, resource_exhausted above max_live_requests,
+    // deadline_exceeded when options.deadline has already passed (nothing is sent). "Unhealthy"
+    // for admission: a stage marked down or whose heartbeats stopped; a stage that has not sent
+    // its first heartbeat yet does not block requests (it may still be starting).
     [[nodiscard]] Status start_request(const std::string& request_id, OmniRequest request,
                                        RequestOptions options, EventCallback on_event);
     // One result: blocks until the request ends. Stream chunks are discarded.

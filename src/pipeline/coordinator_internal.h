@@ -1,0 +1,150 @@
+#pragma once
+// Internals of the Coordinator, shared by its .cpp files; not part of the public interface.
+//
+// Locking: CoordinatorCore::mutex_ guards the request table, the deadline index, the stage
+// records and the counters. A request's delivery_mutex serialises its callback calls (so a chunk
+// never follows the terminal event). Order: a delivery mutex may be held while taking mutex_,
+// never the reverse; control-plane sends and publishes never run under mutex_ (a full send queue
+// would block the caller while the IO thread waits for mutex_).
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "control/control_plane.h"
+#include "core/registry.h"
+#include "pipeline/coordinator.h"
+
+namespace omnirt::pipeline::detail {
+
+using SteadyClock = std::chrono::steady_clock;
+
+// One accepted request.
+struct RequestEntry {
+    // Set before the entry is published in the table, then read-only.
+    std::string id;
+    std::vector<std::string> terminals;
+    std::optional<OmniRequest> request;  // kept to build the merged result of several terminals
+    std::optional<SteadyClock::time_point> deadline;
+
+    // Guarded by CoordinatorCore::mutex_.
+    RequestState state = RequestState::pending;
+    std::map<std::string, StagePayload> results;  // terminal stage -> its payload
+
+    // Guarded by delivery_mutex (recursive: a callback may end its own request).
+    std::recursive_mutex delivery_mutex;
+    std::shared_ptr<const EventCallback> callback;  // released after the terminal event
+    bool ended = false;                             // the terminal event was delivered
+};
+
+// What the coordinator knows about one stage (heartbeats, supervision).
+struct StageRecord {
+    std::optional<SteadyClock::time_point> last_seen;
+    bool down = false;
+    std::string down_reason;
+    std::int64_t pid = 0;
+    std::int64_t queue_depth = 0;
+    std::int64_t active_requests = 0;
+    std::int64_t processed = 0;
+};
+
+// The Coordinator's implementation. Thread safety as in coordinator.h.
+class CoordinatorCore {
+  public:
+    [[nodiscard]] static Result<std::unique_ptr<CoordinatorCore>> create(
+        CoordinatorOptions options);
+    CoordinatorCore(const CoordinatorCore&) = delete;
+    CoordinatorCore& operator=(const CoordinatorCore&) = delete;
+    ~CoordinatorCore();  // stop()
+
+    [[nodiscard]] Status start();
+    [[nodiscard]] Status wait_for_stages(std::size_t stage_count, Duration timeout);
+
+    // `entry` is fresh with its callback set (the callback may hold a weak_ptr to it). On
+    // success the request is live (or already ended: its callback ran); on failure the callback
+    // is never called.
+    [[nodiscard]] Status start_entry(const std::shared_ptr<RequestEntry>& entry,
+                                     const std::string& request_id, OmniRequest request,
+                                     const RequestOptions& options);
+    // Ends a live request with `kind` (failed or aborted) and `error`, broadcasting an abort.
+    // not_found when the request is not live (ended, or never started).
+    [[nodiscard]] Status end_entry(const std::shared_ptr<RequestEntry>& entry,
+                                   RequestEvent::Kind kind, Error error);
+    [[nodiscard]] Status abort(const std::string& request_id, const std::string& reason);
+
+    void mark_stages_down(const std::vector<std::string>& stages, const std::string& reason);
+    [[nodiscard]] Status send_to_every_stage(const proto::ControlMessage& message);
+    [[nodiscard]] HealthReport health() const;
+    [[nodiscard]] std::size_t live_requests() const;
+    [[nodiscard]] const CoordinatorOptions& options() const { return options_; }
+    void stop();
+
+  private:
+    explicit CoordinatorCore(CoordinatorOptions options);
+
+    // IO thread.
+    void on_message(proto::ControlMessage message);
+    void on_complete(proto::CompleteMessage message);
+    void on_stream(proto::StreamMessage message);
+    void on_heartbeat(const proto::HeartbeatMessage& message);
+    // Timer thread.
+    void run_timer();
+
+    [[nodiscard]] Result<std::vector<std::string>> terminals_for(const OmniRequest& request) const;
+    // Why a new request is refused now (mutex_ held), or ok.
+    [[nodiscard]] Status admission_locked(SteadyClock::time_point now) const;
+    [[nodiscard]] bool stage_alive_locked(const StageRecord& record,
+                                          SteadyClock::time_point now) const;
+    // Removes a live entry from the table and the deadline index and counts its final state.
+    // False when `entry` is not the live request of its id.
+    bool detach_locked(const std::shared_ptr<RequestEntry>& entry, RequestState final_state);
+    // Detaches every live request (mutex_ held).
+    std::vector<std::shared_ptr<RequestEntry>> detach_all_locked(RequestState final_state);
+
+    // Callback delivery (no mutex_ held).
+    static void deliver_chunk(const std::shared_ptr<RequestEntry>& entry, RequestEvent event);
+    static void deliver_terminal(const std::shared_ptr<RequestEntry>& entry, RequestEvent event);
+    static RequestEvent terminal_event(const RequestEntry& entry, RequestEvent::Kind kind,
+                                       Error error);
+    void publish_abort(const std::string& request_id, const std::string& reason);
+
+    CoordinatorOptions options_;
+    std::optional<TerminalStagesFn> terminal_fn_;
+    std::unique_ptr<control::ControlPlane> plane_;
+
+    mutable std::mutex mutex_;
+    std::condition_variable timer_wake_;
+    std::unordered_map<std::string, std::shared_ptr<RequestEntry>> requests_;
+    std::set<std::pair<SteadyClock::time_point, RequestEntry*>> deadlines_;
+    std::map<std::string, StageRecord> stages_;  // one per stage endpoint
+    bool started_ = false;
+    bool stopped_ = false;
+    bool down_ = false;
+    std::string down_message_;
+    std::uint64_t completed_ = 0;
+    std::uint64_t failed_ = 0;
+    std::uint64_t aborted_ = 0;
+    std::uint64_t ignored_ = 0;
+
+    std::mutex lifecycle_mutex_;  // serialises start() and stop()
+    std::thread timer_;
+};
+
+}  // namespace omnirt::pipeline::detail
+
+namespace omnirt::pipeline {
+
+struct Coordinator::State {
+    std::unique_ptr<detail::CoordinatorCore> core;
+};
+
+}  // namespace omnirt::pipeline
