@@ -1,0 +1,162 @@
+#include "pipeline/queue.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <future>
+#include <memory>
+#include <numeric>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace omnirt::pipeline {
+namespace {
+
+using namespace std::chrono_literals;
+constexpr auto kHangGuard = 30s;
+
+TEST(BlockingQueueTest, PopsInPushOrder) {
+    BlockingQueue<int> queue(8);
+    for (int i = 0; i < 5; ++i) ASSERT_TRUE(queue.push(i));
+    EXPECT_EQ(queue.size(), 5u);
+    for (int i = 0; i < 5; ++i) EXPECT_EQ(queue.pop(), i);
+    EXPECT_EQ(queue.size(), 0u);
+    EXPECT_EQ(queue.try_pop(), std::nullopt);
+}
+
+TEST(BlockingQueueTest, ZeroCapacityMeansOne) {
+    BlockingQueue<int> queue(0);
+    EXPECT_EQ(queue.capacity(), 1u);
+    int item = 1;
+    EXPECT_TRUE(queue.try_push(item));
+    int second = 2;
+    EXPECT_FALSE(queue.try_push(second));
+}
+
+TEST(BlockingQueueTest, TryPushLeavesTheItemWhenFull) {
+    BlockingQueue<std::unique_ptr<int>> queue(1);
+    auto first = std::make_unique<int>(1);
+    ASSERT_TRUE(queue.try_push(first));
+    EXPECT_EQ(first, nullptr);  // moved into the queue
+    auto second = std::make_unique<int>(2);
+    EXPECT_FALSE(queue.try_push(second));
+    ASSERT_NE(second, nullptr);
+    EXPECT_EQ(*second, 2);
+}
+
+TEST(BlockingQueueTest, PushBlocksWhileFullUntilAPop) {
+    BlockingQueue<int> queue(1);
+    ASSERT_TRUE(queue.push(1));
+    std::promise<void> about_to_push;
+    auto pushed = std::async(std::launch::async, [&] {
+        about_to_push.set_value();
+        return queue.push(2);
+    });
+    about_to_push.get_future().wait();
+    // The producer is (or soon will be) blocked: the queue stays at capacity.
+    EXPECT_EQ(queue.size(), 1u);
+    EXPECT_EQ(queue.pop(), 1);
+    ASSERT_EQ(pushed.wait_for(kHangGuard), std::future_status::ready);
+    EXPECT_TRUE(pushed.get());
+    EXPECT_EQ(queue.pop(), 2);
+}
+
+TEST(BlockingQueueTest, CloseWakesABlockedPop) {
+    BlockingQueue<int> queue(4);
+    auto popped = std::async(std::launch::async, [&] { return queue.pop(); });
+    queue.close();
+    ASSERT_EQ(popped.wait_for(kHangGuard), std::future_status::ready);
+    EXPECT_EQ(popped.get(), std::nullopt);
+    EXPECT_TRUE(queue.closed());
+}
+
+TEST(BlockingQueueTest, CloseWakesABlockedPushWhichFails) {
+    BlockingQueue<int> queue(1);
+    ASSERT_TRUE(queue.push(1));
+    auto pushed = std::async(std::launch::async, [&] { return queue.push(2); });
+    queue.close();
+    ASSERT_EQ(pushed.wait_for(kHangGuard), std::future_status::ready);
+    EXPECT_FALSE(pushed.get());
+    // What was queued before close still drains.
+    EXPECT_EQ(queue.pop(), 1);
+    EXPECT_EQ(queue.pop(), std::nullopt);
+}
+
+TEST(BlockingQueueTest, PushAfterCloseFailsAndPopDrainsThenEnds) {
+    BlockingQueue<int> queue(4);
+    ASSERT_TRUE(queue.push(1));
+    ASSERT_TRUE(queue.push(2));
+    queue.close();
+    EXPECT_FALSE(queue.push(3));
+    int item = 4;
+    EXPECT_FALSE(queue.try_push(item));
+    EXPECT_EQ(queue.pop(), 1);
+    EXPECT_EQ(queue.pop_until(BlockingQueue<int>::Clock::now() + kHangGuard), 2);
+    EXPECT_EQ(queue.pop(), std::nullopt);
+    EXPECT_EQ(queue.try_pop(), std::nullopt);
+}
+
+TEST(BlockingQueueTest, PopUntilTimesOutWithoutClosing) {
+    BlockingQueue<int> queue(4);
+    const auto deadline = BlockingQueue<int>::Clock::now() + 1ms;
+    EXPECT_EQ(queue.pop_until(deadline), std::nullopt);
+    EXPECT_GE(BlockingQueue<int>::Clock::now(), deadline);
+    EXPECT_FALSE(queue.closed());
+    // A deadline in the past still returns what is queued.
+    ASSERT_TRUE(queue.push(7));
+    EXPECT_EQ(queue.pop_until(BlockingQueue<int>::Clock::now() - 1s), 7);
+}
+
+TEST(BlockingQueueTest, RemoveIfCountsAndFreesSpaceForBlockedPushers) {
+    BlockingQueue<int> queue(4);
+    for (int i = 0; i < 4; ++i) ASSERT_TRUE(queue.push(i));
+    auto pushed = std::async(std::launch::async, [&] { return queue.push(10); });
+    EXPECT_EQ(queue.remove_if([](int v) { return v % 2 == 0; }), 2u);
+    ASSERT_EQ(pushed.wait_for(kHangGuard), std::future_status::ready);
+    EXPECT_TRUE(pushed.get());
+    EXPECT_EQ(queue.remove_if([](int) { return false; }), 0u);
+    EXPECT_EQ(queue.pop(), 1);
+    EXPECT_EQ(queue.pop(), 3);
+    EXPECT_EQ(queue.pop(), 10);
+}
+
+TEST(BlockingQueueTest, ManyProducersAndConsumersLoseNothing) {
+    constexpr int kProducers = 4;
+    constexpr int kPerProducer = 2000;
+    BlockingQueue<int> queue(16);  // small: producers block often
+    std::vector<std::thread> producers;
+    for (int p = 0; p < kProducers; ++p) {
+        producers.emplace_back([&, p] {
+            for (int i = 0; i < kPerProducer; ++i) ASSERT_TRUE(queue.push(p * kPerProducer + i));
+        });
+    }
+    std::vector<std::future<std::vector<int>>> consumers;
+    for (int c = 0; c < 3; ++c) {
+        consumers.push_back(std::async(std::launch::async, [&] {
+            std::vector<int> seen;
+            while (auto item = queue.pop()) seen.push_back(*item);
+            return seen;
+        }));
+    }
+    for (auto& producer : producers) producer.join();
+    queue.close();
+    std::vector<int> all;
+    for (auto& consumer : consumers) {
+        ASSERT_EQ(consumer.wait_for(kHangGuard), std::future_status::ready);
+        std::vector<int> seen = consumer.get();
+        // Each consumer sees every producer's items in that producer's order.
+        std::vector<int> last(kProducers, -1);
+        for (int v : seen) {
+            EXPECT_GT(v, last[v / kPerProducer]);
+            last[v / kPerProducer] = v;
+        }
+        all.insert(all.end(), seen.begin(), seen.end());
+    }
+    ASSERT_EQ(all.size(), static_cast<std::size_t>(kProducers * kPerProducer));
+    std::sort(all.begin(), all.end());
+    for (int i = 0; i < kProducers * kPerProducer; ++i) ASSERT_EQ(all[i], i);
+}
+
+}  // namespace
+}  // namespace omnirt::pipeline
