@@ -30,6 +30,9 @@ struct TpRank {
     // Rendezvous of the stage's process group: "file://<runtime_dir>/tp-<stage>.store" for ipc
     // endpoints, "tcp://host:port" (a port of its own) for tcp.
     std::string rendezvous;
+    // Ranks > 0: the control endpoint where rank 0 sends the stage's work and aborts (empty for
+    // rank 0, which uses the stage's endpoint).
+    std::string endpoint;
 };
 
 struct ProcessPlan {

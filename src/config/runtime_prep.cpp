@@ -174,6 +174,11 @@ Result<RuntimePlan> prepare_runtime(const PipelineConfig& config, const PrepOpti
                                     .rank = rank,
                                     .size = stage.tp_size,
                                     .rendezvous = rendezvous};
+                if (rank > 0) {
+                    OMNI_TRY(process.tp->endpoint,
+                             endpoints.socket("tp-" + stage.name + "-" + std::to_string(rank),
+                                              "t" + std::to_string(i) + "_" + std::to_string(rank)));
+                }
             }
             sp.process = names.front();
             sp.processes = std::move(names);

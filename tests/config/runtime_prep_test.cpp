@@ -84,7 +84,10 @@ TEST(RuntimePrep, TcpEndpointsComeFromTheBasePort) {
     EXPECT_EQ(plan->stages[1].endpoint, "tcp://10.0.0.5:20003");
     // The TP stage's rendezvous takes the port after its endpoint.
     EXPECT_EQ(plan->find_process("b_tp1")->tp->rendezvous, "tcp://10.0.0.5:20004");
-    EXPECT_EQ(plan->stages[2].endpoint, "tcp://10.0.0.5:20005");
+    // Then one port per follower rank for rank 0's fan-out.
+    EXPECT_EQ(plan->find_process("b_tp0")->tp->endpoint, "");
+    EXPECT_EQ(plan->find_process("b_tp1")->tp->endpoint, "tcp://10.0.0.5:20005");
+    EXPECT_EQ(plan->stages[2].endpoint, "tcp://10.0.0.5:20006");
 
     config.endpoints.base_port = 65534;
     auto overflow = prepare_runtime(config);
@@ -110,6 +113,7 @@ TEST(RuntimePrep, TensorParallelStageGetsOneProcessPerRank) {
     EXPECT_EQ(rank1->tp->rank, 1);
     EXPECT_EQ(rank1->tp->size, 2);
     EXPECT_EQ(rank1->tp->rendezvous, "file:///r/tp-b.store");
+    EXPECT_EQ(rank1->tp->endpoint, "ipc:///r/tp-b-1.sock");
     // Followers have no relay rank; the world counts p1, thinker_tp0, p3.
     EXPECT_EQ(rank1->relay_rank, -1);
     EXPECT_EQ(b->relay.rank, 1);
