@@ -1,0 +1,422 @@
+#include "pipeline/simple_scheduler.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <mutex>
+#include <set>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "pipeline/trace.h"
+
+namespace omnirt::pipeline {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+constexpr auto kHangGuard = 30s;
+
+std::size_t thread_count() {
+    std::size_t count = 0;
+    for ([[maybe_unused]] const auto& entry : fs::directory_iterator("/proc/self/task")) ++count;
+    return count;
+}
+
+// A one-shot latch that a compute function waits on (with a hang guard).
+class Gate {
+  public:
+    void open() {
+        {
+            std::lock_guard lock(mutex_);
+            open_ = true;
+        }
+        cv_.notify_all();
+    }
+    bool wait() {
+        std::unique_lock lock(mutex_);
+        return cv_.wait_for(lock, kHangGuard, [&] { return open_; });
+    }
+
+  private:
+    std::mutex mutex_;
+    std::condition_variable cv_;
+    bool open_ = false;
+};
+
+IncomingMessage request(const std::string& id, Value data = {}) {
+    return IncomingMessage{.request_id = id,
+                           .kind = IncomingKind::new_request,
+                           .payload = std::make_shared<const StagePayload>(
+                               StagePayload{.request_id = id, .data = data})};
+}
+
+std::optional<OutgoingMessage> next_out(Scheduler& scheduler) {
+    return scheduler.outbox().pop_until(Clock::now() + kHangGuard);
+}
+
+Result<StagePayload> doubled(const StagePayload& input, Emitter&) {
+    StagePayload out = input;
+    out.data = Value(input.data.as_int() * 2);
+    return out;
+}
+
+std::unique_ptr<SimpleScheduler> make(SimpleSchedulerOptions options) {
+    if (options.stage_name.empty()) options.stage_name = "test";
+    auto scheduler = SimpleScheduler::create(std::move(options));
+    EXPECT_TRUE(scheduler.has_value()) << scheduler.error().to_string();
+    return scheduler.has_value() ? std::move(*scheduler) : nullptr;
+}
+
+TEST(SimpleSchedulerTest, CreateRejectsInvalidOptions) {
+    auto batch = [](const std::vector<BatchItem>&) { return std::vector<Result<StagePayload>>{}; };
+    const SimpleSchedulerOptions invalid[] = {
+        {.stage_name = "s"},
+        {.stage_name = "s", .compute = doubled, .batch_compute = batch},
+        {.stage_name = "s", .compute = doubled, .max_batch_size = 0},
+        {.stage_name = "s", .compute = doubled, .worker_threads = 0},
+        {.stage_name = "s", .compute = doubled, .max_batch_size = 2},
+        {.stage_name = "s", .batch_compute = batch, .max_batch_wait = -1us},
+    };
+    for (const auto& options : invalid) {
+        auto scheduler = SimpleScheduler::create(options);
+        ASSERT_FALSE(scheduler.has_value());
+        EXPECT_EQ(scheduler.error().code, ErrorCode::invalid_argument);
+        EXPECT_NE(scheduler.error().message.find("stage 's'"), std::string::npos);
+    }
+}
+
+TEST(SimpleSchedulerTest, ResultsLeaveInArrivalOrder) {
+    const std::size_t threads_before = thread_count();
+    auto scheduler = make({.compute = doubled});
+    ASSERT_TRUE(scheduler->start().has_value());
+    EXPECT_FALSE(scheduler->start().has_value());  // only once
+    for (int i = 0; i < 50; ++i)
+        ASSERT_TRUE(scheduler->inbox().push(request("r" + std::to_string(i), i)));
+    for (int i = 0; i < 50; ++i) {
+        auto out = next_out(*scheduler);
+        ASSERT_TRUE(out.has_value());
+        EXPECT_EQ(out->kind, OutgoingKind::result);
+        EXPECT_EQ(out->request_id, "r" + std::to_string(i));
+        ASSERT_NE(out->result, nullptr);
+        EXPECT_EQ(out->result->data, Value(2 * i));
+    }
+    EXPECT_EQ(scheduler->active_requests(), 0u);
+    scheduler->stop();
+    EXPECT_EQ(scheduler->outbox().pop(), std::nullopt);  // closed
+    EXPECT_EQ(thread_count(), threads_before);
+}
+
+TEST(SimpleSchedulerTest, ComputeErrorsBecomeErrorMessages) {
+    auto scheduler =
+        make({.compute = [](const StagePayload& input, Emitter& emit) -> Result<StagePayload> {
+            if (input.request_id == "bad") return fail(ErrorCode::out_of_range, "too big");
+            return input;
+        }});
+    ASSERT_TRUE(scheduler->start().has_value());
+    ASSERT_TRUE(scheduler->inbox().push(request("bad")));
+    ASSERT_TRUE(scheduler->inbox().push(request("good")));
+    auto error = next_out(*scheduler);
+    ASSERT_TRUE(error.has_value());
+    EXPECT_EQ(error->kind, OutgoingKind::error);
+    EXPECT_EQ(error->request_id, "bad");
+    EXPECT_EQ(error->error, (Error{ErrorCode::out_of_range, "too big"}));
+    EXPECT_EQ(error->result, nullptr);
+    auto good = next_out(*scheduler);
+    ASSERT_TRUE(good.has_value());
+    EXPECT_EQ(good->kind, OutgoingKind::result);
+    EXPECT_EQ(good->request_id, "good");
+}
+
+TEST(SimpleSchedulerTest, EmitterStreamsChunksWithPerTargetIdsBeforeTheResult) {
+    auto scheduler =
+        make({.compute = [](const StagePayload& input, Emitter& emit) -> Result<StagePayload> {
+            EXPECT_EQ(emit.request_id(), input.request_id);
+            EXPECT_FALSE(emit.aborted());
+            EXPECT_TRUE(emit.emit(Value("c0")));
+            EXPECT_TRUE(emit.emit(Value("t0"), "talker", Value(Map{{"k", Value(1)}})));
+            EXPECT_TRUE(emit.emit(Value("c1")));
+            return input;
+        }});
+    ASSERT_TRUE(scheduler->start().has_value());
+    ASSERT_TRUE(scheduler->inbox().push(request("r")));
+    struct Expected {
+        std::optional<std::string> target;
+        std::int64_t chunk_id;
+        Value chunk;
+    };
+    const Expected expected[] = {
+        {std::nullopt, 0, Value("c0")}, {"talker", 0, Value("t0")}, {std::nullopt, 1, Value("c1")}};
+    for (const auto& want : expected) {
+        auto out = next_out(*scheduler);
+        ASSERT_TRUE(out.has_value());
+        EXPECT_EQ(out->kind, OutgoingKind::stream);
+        EXPECT_EQ(out->request_id, "r");
+        EXPECT_EQ(out->target, want.target);
+        ASSERT_NE(out->chunk, nullptr);
+        EXPECT_EQ(out->chunk->chunk_id, want.chunk_id);
+        EXPECT_EQ(out->chunk->chunk, want.chunk);
+    }
+    auto result = next_out(*scheduler);
+    ASSERT_TRUE(result.has_value());
+    EXPECT_EQ(result->kind, OutgoingKind::result);
+}
+
+TEST(SimpleSchedulerTest, BatchesHonourMaxBatchSize) {
+    std::vector<std::size_t> sizes;
+    auto scheduler = make({.batch_compute =
+                               [&](const std::vector<BatchItem>& items) {
+                                   sizes.push_back(items.size());
+                                   std::vector<Result<StagePayload>> results;
+                                   for (const auto& item : items) {
+                                       results.push_back(doubled(*item.input, *item.emitter));
+                                   }
+                                   return results;
+                               },
+                           .max_batch_size = 4});
+    // Queued before start: the worker finds them all waiting.
+    for (int i = 0; i < 9; ++i)
+        ASSERT_TRUE(scheduler->inbox().push(request("r" + std::to_string(i), i)));
+    ASSERT_TRUE(scheduler->start().has_value());
+    for (int i = 0; i < 9; ++i) {
+        auto out = next_out(*scheduler);
+        ASSERT_TRUE(out.has_value());
+        EXPECT_EQ(out->request_id, "r" + std::to_string(i));
+        EXPECT_EQ(out->result->data, Value(2 * i));
+    }
+    scheduler->stop();
+    EXPECT_EQ(sizes, (std::vector<std::size_t>{4, 4, 1}));
+}
+
+TEST(SimpleSchedulerTest, BatchWaitCollectsItemsThatArriveLater) {
+    std::promise<std::size_t> batch_size;
+    auto scheduler =
+        make({.batch_compute =
+                  [&](const std::vector<BatchItem>& items) {
+                      batch_size.set_value(items.size());
+                      std::vector<Result<StagePayload>> results;
+                      for (const auto& item : items) results.push_back(*item.input);
+                      return results;
+                  },
+              .max_batch_size = 3,
+              .max_batch_wait = std::chrono::duration_cast<std::chrono::microseconds>(kHangGuard)});
+    ASSERT_TRUE(scheduler->start().has_value());
+    for (int i = 0; i < 3; ++i)
+        ASSERT_TRUE(scheduler->inbox().push(request("r" + std::to_string(i))));
+    auto size = batch_size.get_future();
+    ASSERT_EQ(size.wait_for(kHangGuard), std::future_status::ready);
+    EXPECT_EQ(size.get(), 3u);
+    for (int i = 0; i < 3; ++i) ASSERT_TRUE(next_out(*scheduler).has_value());
+}
+
+TEST(SimpleSchedulerTest, BatchWithTheWrongResultCountFailsEveryItem) {
+    auto scheduler =
+        make({.batch_compute =
+                  [](const std::vector<BatchItem>&) { return std::vector<Result<StagePayload>>{}; },
+              .max_batch_size = 2});
+    ASSERT_TRUE(scheduler->inbox().push(request("a")));
+    ASSERT_TRUE(scheduler->inbox().push(request("b")));
+    ASSERT_TRUE(scheduler->start().has_value());
+    for (const char* id : {"a", "b"}) {
+        auto out = next_out(*scheduler);
+        ASSERT_TRUE(out.has_value());
+        EXPECT_EQ(out->request_id, id);
+        EXPECT_EQ(out->kind, OutgoingKind::error);
+        EXPECT_EQ(out->error.code, ErrorCode::internal);
+    }
+}
+
+TEST(SimpleSchedulerTest, AbortRemovesQueuedWork) {
+    Gate release;
+    std::promise<void> started;
+    auto scheduler =
+        make({.compute = [&](const StagePayload& input, Emitter&) -> Result<StagePayload> {
+            if (input.request_id == "r1") {
+                started.set_value();
+                release.wait();
+            }
+            return input;
+        }});
+    ASSERT_TRUE(scheduler->start().has_value());
+    for (const char* id : {"r1", "r2", "r3"}) ASSERT_TRUE(scheduler->inbox().push(request(id)));
+    ASSERT_EQ(started.get_future().wait_for(kHangGuard), std::future_status::ready);
+    EXPECT_EQ(scheduler->active_requests(), 3u);  // one running, two queued
+    scheduler->abort("r2");
+    scheduler->abort("r2");       // idempotent
+    scheduler->abort("unknown");  // ignored
+    EXPECT_EQ(scheduler->active_requests(), 2u);
+    release.open();
+    auto first = next_out(*scheduler);
+    auto second = next_out(*scheduler);
+    ASSERT_TRUE(first.has_value() && second.has_value());
+    EXPECT_EQ(first->request_id, "r1");
+    EXPECT_EQ(second->request_id, "r3");
+    EXPECT_EQ(scheduler->active_requests(), 0u);
+    scheduler->stop();
+    EXPECT_EQ(scheduler->outbox().pop(), std::nullopt);  // nothing of r2
+}
+
+TEST(SimpleSchedulerTest, AbortOfRunningWorkWakesItAndDropsItsOutput) {
+    std::promise<void> started;
+    std::promise<bool> emit_after_abort;
+    auto scheduler =
+        make({.compute = [&](const StagePayload& input, Emitter& emit) -> Result<StagePayload> {
+            if (input.request_id != "long") return input;
+            EXPECT_TRUE(emit.emit(Value("before abort")));
+            started.set_value();
+            EXPECT_TRUE(emit.wait_for_abort(kHangGuard));  // woken by the abort, not the timeout
+            EXPECT_TRUE(emit.aborted());
+            emit_after_abort.set_value(emit.emit(Value("after abort")));
+            return input;  // dropped
+        }});
+    ASSERT_TRUE(scheduler->start().has_value());
+    ASSERT_TRUE(scheduler->inbox().push(request("long")));
+    ASSERT_EQ(started.get_future().wait_for(kHangGuard), std::future_status::ready);
+    EXPECT_EQ(scheduler->active_requests(), 1u);
+    scheduler->abort("long");
+    EXPECT_FALSE(emit_after_abort.get_future().get());
+    ASSERT_TRUE(scheduler->inbox().push(request("next")));
+
+    auto chunk = next_out(*scheduler);  // emitted before the abort
+    ASSERT_TRUE(chunk.has_value());
+    EXPECT_EQ(chunk->kind, OutgoingKind::stream);
+    auto next = next_out(*scheduler);
+    ASSERT_TRUE(next.has_value());
+    EXPECT_EQ(next->request_id, "next");  // no result of "long"
+    EXPECT_EQ(scheduler->active_requests(), 0u);
+}
+
+TEST(SimpleSchedulerTest, MessagesForAnAbortedRequestArrivingLaterAreDropped) {
+    auto scheduler = make({.compute = doubled});
+    ASSERT_TRUE(scheduler->start().has_value());
+    scheduler->abort("late");
+    ASSERT_TRUE(scheduler->inbox().push(request("late", 1)));
+    ASSERT_TRUE(scheduler->inbox().push(request("other", 2)));
+    auto out = next_out(*scheduler);
+    ASSERT_TRUE(out.has_value());
+    EXPECT_EQ(out->request_id, "other");
+    EXPECT_EQ(scheduler->active_requests(), 0u);
+}
+
+TEST(SimpleSchedulerTest, StreamMessagesAndMissingPayloadsAreDropped) {
+    auto scheduler = make({.compute = doubled});
+    ASSERT_TRUE(scheduler->start().has_value());
+    ASSERT_TRUE(
+        scheduler->inbox().push(IncomingMessage{.request_id = "s",
+                                                .kind = IncomingKind::stream_chunk,
+                                                .chunk = std::make_shared<const StreamChunk>(),
+                                                .from_stage = "up"}));
+    ASSERT_TRUE(scheduler->inbox().push(
+        IncomingMessage{.request_id = "s", .kind = IncomingKind::stream_done, .from_stage = "up"}));
+    ASSERT_TRUE(scheduler->inbox().push(IncomingMessage{.request_id = "nopayload"}));
+    ASSERT_TRUE(scheduler->inbox().push(request("r", 5)));
+    auto out = next_out(*scheduler);
+    ASSERT_TRUE(out.has_value());
+    EXPECT_EQ(out->request_id, "r");
+    EXPECT_EQ(out->result->data, Value(10));
+}
+
+TEST(SimpleSchedulerTest, StopWithWorkQueuedAndRunningDoesNotHang) {
+    const std::size_t threads_before = thread_count();
+    std::promise<void> started;
+    auto scheduler =
+        make({.compute = [&](const StagePayload& input, Emitter& emit) -> Result<StagePayload> {
+                  if (input.request_id == "r0") {
+                      started.set_value();
+                      EXPECT_TRUE(emit.wait_for_abort(kHangGuard));  // woken by stop
+                  }
+                  return input;
+              },
+              .worker_threads = 2});
+    ASSERT_TRUE(scheduler->start().has_value());
+    for (int i = 0; i < 20; ++i)
+        ASSERT_TRUE(scheduler->inbox().push(request("r" + std::to_string(i))));
+    ASSERT_EQ(started.get_future().wait_for(kHangGuard), std::future_status::ready);
+    auto stopped = std::async(std::launch::async, [&] { scheduler->stop(); });
+    // Drain like a Stage does until the outbox closes.
+    std::size_t results = 0;
+    while (auto out = next_out(*scheduler)) ++results;
+    ASSERT_EQ(stopped.wait_for(kHangGuard), std::future_status::ready);
+    EXPECT_LT(results, 20u);
+    EXPECT_TRUE(scheduler->inbox().closed());
+    EXPECT_FALSE(scheduler->inbox().push(request("after stop")));
+    scheduler->stop();  // idempotent
+    EXPECT_EQ(thread_count(), threads_before);
+}
+
+TEST(SimpleSchedulerTest, StopWithoutStartAndDestructionAreSafe) {
+    auto scheduler = make({.compute = doubled});
+    scheduler->stop();
+    EXPECT_TRUE(scheduler->outbox().closed());
+    EXPECT_FALSE(scheduler->start().has_value());
+    auto started = make({.compute = doubled});
+    ASSERT_TRUE(started->start().has_value());
+    ASSERT_TRUE(started->inbox().push(request("r", 1)));
+    started.reset();  // the destructor stops
+}
+
+TEST(SimpleSchedulerTest, SeveralWorkersProduceEveryResult) {
+    auto scheduler = make({.compute = doubled, .worker_threads = 4});
+    ASSERT_TRUE(scheduler->start().has_value());
+    for (int i = 0; i < 200; ++i)
+        ASSERT_TRUE(scheduler->inbox().push(request("r" + std::to_string(i), i)));
+    std::set<std::string> seen;
+    for (int i = 0; i < 200; ++i) {
+        auto out = next_out(*scheduler);
+        ASSERT_TRUE(out.has_value());
+        ASSERT_EQ(out->kind, OutgoingKind::result);
+        EXPECT_EQ(out->result->data, Value(2 * std::stoi(out->request_id.substr(1))));
+        seen.insert(out->request_id);
+    }
+    EXPECT_EQ(seen.size(), 200u);
+    EXPECT_EQ(scheduler->active_requests(), 0u);
+}
+
+TEST(SimpleSchedulerTest, RecordsQueueWaitAndComputeSpans) {
+    std::string pattern = (fs::path(::testing::TempDir()) / "omnirt-sched-XXXXXX").string();
+    ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
+    Tracer tracer("enc");
+    tracer.start(pattern + "/trace.json");
+    auto scheduler = make({.compute = doubled, .tracer = &tracer});
+    ASSERT_TRUE(scheduler->start().has_value());
+    ASSERT_TRUE(scheduler->inbox().push(request("a", 1)));
+    ASSERT_TRUE(scheduler->inbox().push(request("b", 2)));
+    ASSERT_TRUE(next_out(*scheduler).has_value());
+    ASSERT_TRUE(next_out(*scheduler).has_value());
+    scheduler->stop();  // the compute spans end before the results leave
+    auto path = tracer.stop();
+    ASSERT_TRUE(path.has_value());
+    std::ifstream in(*path);
+    std::stringstream text;
+    text << in.rdbuf();
+    const auto events = nlohmann::json::parse(text.str())["traceEvents"];
+    std::multiset<std::string> spans;
+    for (const auto& event : events) {
+        spans.insert(event["name"].get<std::string>() + ":" +
+                     event["args"]["request_id"].get<std::string>());
+    }
+    EXPECT_EQ(spans, (std::multiset<std::string>{"queue_wait:a", "compute:a", "queue_wait:b",
+                                                 "compute:b"}));
+    fs::remove_all(pattern);
+}
+
+TEST(RecentRequestIdsTest, ForgetsTheOldestBeyondCapacity) {
+    RecentRequestIds ids(2);
+    ids.insert("a");
+    ids.insert("b");
+    ids.insert("a");  // already there: no reordering, no growth
+    EXPECT_EQ(ids.size(), 2u);
+    ids.insert("c");
+    EXPECT_FALSE(ids.contains("a"));
+    EXPECT_TRUE(ids.contains("b"));
+    EXPECT_TRUE(ids.contains("c"));
+}
+
+}  // namespace
+}  // namespace omnirt::pipeline
