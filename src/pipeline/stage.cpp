@@ -1,0 +1,316 @@
+// Stage: construction, lifecycle, statistics and the helpers every stage thread shares.
+#include "pipeline/stage.h"
+
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <cmath>
+
+#include "pipeline/local_dispatch.h"
+#include "pipeline/stage_internal.h"
+#include "relay/registry.h"
+
+namespace omnirt::pipeline {
+namespace {
+
+template <class Fn>
+Result<Fn> resolve(FunctionKind kind, const std::string& name, const std::string& field) {
+    auto fn = Registry::global().get<Fn>(kind, name);
+    if (!fn) return fail(fn.error().with_context(field));
+    return fn;
+}
+
+Result<StageFunctions> resolve_functions(const config::StagePlan& plan) {
+    StageFunctions functions;
+    if (plan.route_fn) {
+        OMNI_TRY(functions.route,
+                 resolve<RouteFn>(FunctionKind::route, *plan.route_fn, "route_fn"));
+    }
+    if (plan.stream_done_to_fn) {
+        OMNI_TRY(functions.stream_done,
+                 resolve<StreamDoneFn>(FunctionKind::stream_done, *plan.stream_done_to_fn,
+                                       "stream_done_to_fn"));
+    }
+    for (const auto& [target, fn_name] : plan.project_payload) {
+        OMNI_TRY(auto fn, resolve<ProjectionFn>(FunctionKind::projection, fn_name,
+                                                "project_payload." + target));
+        functions.projections.emplace(target, std::move(fn));
+    }
+    return functions;
+}
+
+Result<std::unique_ptr<InputHandler>> make_input_handler(const config::StagePlan& plan,
+                                                         Tracer* tracer) {
+    if (plan.wait_for.empty()) return std::unique_ptr<InputHandler>(new DirectInput());
+    if (!plan.merge_fn) {
+        return fail(ErrorCode::invalid_argument, "'wait_for' needs a 'merge_fn'");
+    }
+    AggregatedInputOptions options{.wait_for = plan.wait_for, .tracer = tracer};
+    OMNI_TRY(options.merge_fn, resolve<MergeFn>(FunctionKind::merge, *plan.merge_fn, "merge_fn"));
+    if (plan.wait_for_fn) {
+        OMNI_TRY(options.wait_for_fn,
+                 resolve<WaitForFn>(FunctionKind::wait_for, *plan.wait_for_fn, "wait_for_fn"));
+    }
+    if (!(plan.fan_in_timeout_s > 0) || !std::isfinite(plan.fan_in_timeout_s)) {
+        return fail(ErrorCode::invalid_argument, "fan_in_timeout_s must be a positive number");
+    }
+    options.fan_in_timeout = std::chrono::milliseconds(
+        static_cast<std::int64_t>(std::ceil(plan.fan_in_timeout_s * 1000.0)));
+    OMNI_TRY(auto handler, AggregatedInput::create(std::move(options)));
+    return std::unique_ptr<InputHandler>(std::move(handler));
+}
+
+Result<std::unique_ptr<relay::Relay>> make_relay(const config::RuntimePlan& plan,
+                                                 const config::StagePlan& stage) {
+    OMNI_TRY(Device device, parse_device(stage.relay.device.empty() ? "cpu" : stage.relay.device));
+    if (!(stage.relay.slot_size_mb > 0) || !std::isfinite(stage.relay.slot_size_mb)) {
+        return fail(ErrorCode::invalid_argument, "relay slot_size_mb must be a positive number");
+    }
+    relay::RelayOptions options{
+        .backend = stage.relay.backend.empty() ? plan.relay_backend : stage.relay.backend,
+        .name = stage.name,
+        .runtime_dir = plan.runtime_dir,
+        .device = device,
+        .slot_bytes = static_cast<std::size_t>(std::ceil(stage.relay.slot_size_mb * 1048576.0)),
+        .credits = stage.relay.credits,
+        .rank = stage.relay.rank,
+        .world_size = stage.relay.world_size,
+        .zero_copy = true,
+    };
+    return relay::create_relay(options);
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Stage>> Stage::create(StageOptions options,
+                                             std::unique_ptr<Scheduler> scheduler,
+                                             std::shared_ptr<Tracer> tracer) {
+    if (!options.plan) return fail(ErrorCode::invalid_argument, "stage options have no plan");
+    if (!scheduler) return fail(ErrorCode::invalid_argument, "stage needs a scheduler");
+    if (!tracer) tracer = std::make_shared<Tracer>(options.stage_name);
+    const config::StagePlan* plan = options.plan->find_stage(options.stage_name);
+    if (plan == nullptr) {
+        return fail(ErrorCode::not_found, "stage '" + options.stage_name + "' is not in the plan");
+    }
+    auto context = [&](const Error& error) {
+        return fail(error.with_context("stage '" + plan->name + "'"));
+    };
+    auto state = std::make_unique<State>();
+    state->plan = plan;
+    state->name = plan->name;
+    auto functions = resolve_functions(*plan);
+    if (!functions) return context(functions.error());
+    state->functions = std::move(*functions);
+    auto input = make_input_handler(*plan, tracer.get());
+    if (!input) return context(input.error());
+    state->input = std::move(*input);
+    state->next = {plan->next.begin(), plan->next.end()};
+    state->stream_to = {plan->stream_to.begin(), plan->stream_to.end()};
+    for (const auto& other : options.plan->stages) {
+        state->endpoints.emplace(other.name, other.endpoint);
+        state->ranks.emplace(other.name, other.relay.rank);
+    }
+    auto relay = make_relay(*options.plan, *plan);
+    if (!relay) return context(relay.error().with_context("creating the relay"));
+    state->relay = std::move(*relay);
+    state->options = std::move(options);
+    state->scheduler = std::move(scheduler);
+    state->tracer = std::move(tracer);
+    auto stage = std::unique_ptr<Stage>(new Stage(std::move(state)));
+    stage->state_->self = stage.get();
+    return stage;
+}
+
+Stage::Stage(std::unique_ptr<State> state) : state_(std::move(state)) {}
+
+Stage::~Stage() { stop(); }
+
+Status Stage::start() {
+    State& s = *state_;
+    std::lock_guard lock(s.lifecycle_mutex);
+    if (s.started || s.stopped) {
+        return fail(ErrorCode::failed_precondition,
+                    "stage '" + s.name + "' was already " + (s.stopped ? "stopped" : "started"));
+    }
+    s.started = true;
+    auto failed = [&](const Error& error) {
+        return fail(error.with_context("stage '" + s.name + "': start"));
+    };
+    auto control = control::ControlPlane::create();
+    if (!control) return failed(control.error());
+    s.control = std::move(*control);
+    auto handler = [state = &s](proto::ControlMessage message) {
+        // Blocks only when the stage thread is kEventQueueCapacity events behind.
+        if (!state->events.push(StageEvent(std::move(message)))) {
+            state->dropped_messages.fetch_add(1);
+        }
+    };
+    if (auto bound = s.control->bind_pull(s.plan->endpoint, handler); !bound) {
+        return failed(bound.error());
+    }
+    if (auto status = s.control->subscribe(s.options.plan->abort_endpoint, handler); !status) {
+        return failed(status.error());
+    }
+    if (auto status = s.control->start(); !status) return failed(status.error());
+    if (s.options.local != nullptr) {
+        s.options.local->add(this);
+        s.registered_local = true;
+    }
+    if (auto status = s.scheduler->start(); !status) return failed(status.error());
+    s.stage_thread = std::thread([&s] { s.run_stage_thread(); });
+    s.output_thread = std::thread([&s] { s.run_output_thread(); });
+    s.put_thread = std::thread([&s] { s.run_put_waiter(); });
+    s.send_heartbeat();
+    return ok_status();
+}
+
+void Stage::stop() {
+    State& s = *state_;
+    std::lock_guard lock(s.lifecycle_mutex);
+    if (s.stopped) return;
+    s.stopped = true;
+    if (s.registered_local) s.options.local->remove(s.name);
+    // Order: no new events; the relay closes before the scheduler stops so that an output thread
+    // blocked on credits (a receiver that is gone) wakes up; the control plane last, so that
+    // what the threads sent is flushed.
+    s.events.close();
+    if (s.stage_thread.joinable()) s.stage_thread.join();
+    s.relay->close();
+    s.scheduler->stop();
+    s.scheduler->outbox().close();  // in case the scheduler never started
+    if (s.output_thread.joinable()) s.output_thread.join();
+    s.puts.close();
+    if (s.put_thread.joinable()) s.put_thread.join();
+    if (s.control) s.control->stop();
+    std::lock_guard book_lock(s.book_mutex);
+    s.book.active.clear();
+    s.book.counters.clear();
+}
+
+bool Stage::shutdown_requested() const { return state_->shutdown_requested.load(); }
+
+const std::string& Stage::name() const { return state_->name; }
+
+StageStats Stage::stats() const { return state_->stats(); }
+
+void Stage::receive_local_payload(const std::string& from_stage,
+                                  std::shared_ptr<const StagePayload> payload) {
+    if (!payload) return;
+    if (!state_->events.push(LocalPayloadEvent{from_stage, std::move(payload)})) {
+        state_->dropped_messages.fetch_add(1);
+    }
+}
+
+void Stage::receive_local_stream(const std::string& from_stage, const std::string& request_id,
+                                 std::shared_ptr<const StreamChunk> chunk) {
+    if (!chunk) return;
+    if (!state_->events.push(LocalChunkEvent{from_stage, request_id, std::move(chunk)})) {
+        state_->dropped_messages.fetch_add(1);
+    }
+}
+
+void Stage::receive_local_stream_signal(const std::string& from_stage,
+                                        const std::string& request_id, bool done,
+                                        std::optional<std::string> error) {
+    if (!state_->events.push(LocalSignalEvent{from_stage, request_id, done, std::move(error)})) {
+        state_->dropped_messages.fetch_add(1);
+    }
+}
+
+// --- shared helpers ---
+
+StageStats Stage::State::stats() const {
+    StageStats out;
+    std::int64_t active = 0;
+    {
+        std::lock_guard lock(book_mutex);
+        active = static_cast<std::int64_t>(book.active.size());
+    }
+    out.pending_fan_in = pending_fan_in.load();
+    out.active_requests = active + out.pending_fan_in;
+    out.queue_depth = static_cast<std::int64_t>(scheduler->inbox().size());
+    out.processed = processed.load();
+    out.relay_puts = relay_puts.load();
+    out.relay_gets = relay_gets.load();
+    out.local_dispatches = local_dispatches.load();
+    out.dropped_messages = dropped_messages.load();
+    return out;
+}
+
+bool Stage::State::is_closed(const std::string& request_id) const {
+    std::lock_guard lock(book_mutex);
+    return book.closed(request_id);
+}
+
+bool Stage::State::is_dropped(const std::string& request_id) const {
+    std::lock_guard lock(book_mutex);
+    return book.dropped.contains(request_id);
+}
+
+void Stage::State::send(const std::string& endpoint, const proto::ControlMessage& message) {
+    if (!control) return;
+    if (auto status = control->send(endpoint, message); !status) {
+        spdlog::warn("stage '{}': cannot send {} for request '{}' to {}: {}", name,
+                     proto::message_type_name(message), proto::request_id_of(message), endpoint,
+                     status.error().to_string());
+    }
+}
+
+void Stage::State::send_to_coordinator(const proto::ControlMessage& message) {
+    send(options.plan->coordinator_endpoint, message);
+}
+
+void Stage::State::send_stream_signal(const std::string& target, const std::string& request_id,
+                                      bool done, std::optional<std::string> error) {
+    if (options.local != nullptr &&
+        options.local->send_stream_signal(target, name, request_id, done, error)) {
+        local_dispatches.fetch_add(1);
+        return;
+    }
+    send(endpoints.at(target), proto::DataReadyMessage{.request_id = request_id,
+                                                       .from_stage = name,
+                                                       .to_stage = target,
+                                                       .is_done = done,
+                                                       .error = std::move(error)});
+}
+
+void Stage::State::drop_request(const std::string& request_id) {
+    {
+        std::lock_guard lock(book_mutex);
+        book.dropped.insert(request_id);
+        book.forget(request_id);
+    }
+    scheduler->abort(request_id);
+    relay->cleanup(request_id);
+}
+
+void Stage::State::fail_request(const std::string& request_id, const Error& error) {
+    {
+        std::lock_guard lock(book_mutex);
+        if (book.dropped.contains(request_id)) return;  // reported or aborted already
+        book.dropped.insert(request_id);
+        book.forget(request_id);
+    }
+    Error reported = error.with_context("stage '" + name + "'");
+    spdlog::warn("request '{}' failed: {}", request_id, reported.to_string());
+    scheduler->abort(request_id);
+    relay->cleanup(request_id);
+    for (const auto& target : stream_to) {
+        send_stream_signal(target, request_id, false, reported.message);
+    }
+    send_to_coordinator(proto::CompleteMessage{
+        .request_id = request_id, .from_stage = name, .ok = false, .error = reported});
+}
+
+void Stage::State::send_heartbeat() {
+    StageStats now = stats();
+    send_to_coordinator(proto::HeartbeatMessage{
+        .stage = name,
+        .pid = static_cast<std::int64_t>(::getpid()),
+        .queue_depth = now.queue_depth + now.pending_fan_in,
+        .active_requests = now.active_requests,
+        .processed = now.processed,
+    });
+}
+
+}  // namespace omnirt::pipeline

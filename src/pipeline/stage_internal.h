@@ -1,0 +1,189 @@
+#pragma once
+// Private state of a Stage (stage.h), shared by the files that implement it:
+//   stage.cpp         create / start / stop / stats, local-dispatch entry points, request book
+//   stage_input.cpp   the stage thread: control events, relay reads, fan-in, inbox pushes
+//   stage_output.cpp  the output thread (outbox -> routing and writes) and the put waiter
+//
+// Threads and what they own:
+//   * control-plane IO thread: only pushes events onto `events`;
+//   * stage thread: `input` (the input handler), scheduler inbox pushes, relay gets, aborts,
+//     heartbeats;
+//   * output thread: the scheduler outbox, relay puts, data_ready / complete / stream sends;
+//   * put waiter: waits for puts in FIFO order, then runs the request's relay cleanup.
+// `book` (under book_mutex) is the per-request state every thread consults.
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+#include <variant>
+
+#include "control/control_plane.h"
+#include "core/registry.h"
+#include "pipeline/input_handler.h"
+#include "pipeline/queue.h"
+#include "pipeline/request_set.h"
+#include "pipeline/stage.h"
+#include "pipeline/trace.h"
+#include "proto/messages.h"
+#include "relay/relay.h"
+
+namespace omnirt::pipeline {
+
+// How many finished and dropped request ids a stage remembers (late messages for them are
+// released, not processed).
+inline constexpr std::size_t kRememberedRequests = 8192;
+// Events waiting for the stage thread. The IO thread blocks only when the stage thread is this
+// far behind (backpressure onto ZMQ).
+inline constexpr std::size_t kEventQueueCapacity = 65536;
+
+struct LocalPayloadEvent {
+    std::string from_stage;
+    std::shared_ptr<const StagePayload> payload;
+};
+struct LocalChunkEvent {
+    std::string from_stage;
+    std::string request_id;
+    std::shared_ptr<const StreamChunk> chunk;
+};
+struct LocalSignalEvent {
+    std::string from_stage;
+    std::string request_id;
+    bool done = false;
+    std::optional<std::string> error;
+};
+using StageEvent =
+    std::variant<proto::ControlMessage, LocalPayloadEvent, LocalChunkEvent, LocalSignalEvent>;
+
+// One put for the put waiter; a null `put` is a marker: once the earlier puts are done, run
+// relay.cleanup(request_id) (the request left the stage).
+struct PutWait {
+    std::string request_id;
+    std::string target;
+    std::unique_ptr<relay::PutOperation> put;
+};
+
+struct OutputCounters {
+    std::int64_t client_chunks = 0;                 // StreamMessage.chunk_index
+    std::map<std::string, std::int64_t> chunk_ids;  // per stream target
+};
+
+struct RequestBook {
+    RecentRequestSet finished{kRememberedRequests};  // result routed
+    RecentRequestSet dropped{kRememberedRequests};   // aborted, failed, or stream error
+    std::unordered_set<std::string> active;          // work handed to the scheduler
+    std::unordered_map<std::string, OutputCounters> counters;
+
+    [[nodiscard]] bool closed(const std::string& request_id) const {
+        return finished.contains(request_id) || dropped.contains(request_id);
+    }
+    void forget(const std::string& request_id) {
+        active.erase(request_id);
+        counters.erase(request_id);
+    }
+};
+
+struct StageFunctions {
+    std::optional<RouteFn> route;
+    std::optional<StreamDoneFn> stream_done;
+    std::map<std::string, ProjectionFn> projections;  // by target
+};
+
+struct Stage::State {
+    using Clock = std::chrono::steady_clock;
+
+    // --- fixed after create() ---
+    StageOptions options;
+    const config::StagePlan* plan = nullptr;  // points into options.plan
+    std::string name;
+    std::unique_ptr<Scheduler> scheduler;
+    std::shared_ptr<Tracer> tracer;
+    std::unique_ptr<relay::Relay> relay;
+    std::unique_ptr<InputHandler> input;  // stage thread only
+    StageFunctions functions;
+    std::set<std::string> next;
+    std::set<std::string> stream_to;
+    std::map<std::string, std::string> endpoints;  // stage -> control endpoint
+    std::map<std::string, std::int64_t> ranks;     // stage -> relay rank
+    Stage* self = nullptr;
+
+    // --- set by start() ---
+    std::unique_ptr<control::ControlPlane> control;
+
+    BlockingQueue<StageEvent> events{kEventQueueCapacity};
+    BlockingQueue<PutWait> puts{kDefaultQueueCapacity};
+
+    mutable std::mutex book_mutex;
+    RequestBook book;
+
+    std::mutex lifecycle_mutex;
+    bool started = false;
+    bool stopped = false;
+    bool registered_local = false;
+    std::thread stage_thread;
+    std::thread output_thread;
+    std::thread put_thread;
+
+    std::atomic<bool> shutdown_requested{false};
+    std::atomic<std::int64_t> pending_fan_in{0};
+    std::atomic<std::int64_t> processed{0};
+    std::atomic<std::int64_t> relay_puts{0};
+    std::atomic<std::int64_t> relay_gets{0};
+    std::atomic<std::int64_t> local_dispatches{0};
+    std::atomic<std::int64_t> dropped_messages{0};
+
+    // --- stage.cpp: shared helpers (any thread) ---
+    // Reports the failure to the coordinator (once per request), drops the request in the
+    // scheduler and the relay, sends stream error signals to the stream targets, and remembers
+    // the id so later messages are released. Not the input handler's state: stage thread
+    // callers drop that themselves.
+    void fail_request(const std::string& request_id, const Error& error);
+    // Aborts the request in this stage without reporting (abort message, upstream stream error).
+    void drop_request(const std::string& request_id);
+    [[nodiscard]] bool is_closed(const std::string& request_id) const;
+    [[nodiscard]] bool is_dropped(const std::string& request_id) const;
+    void send(const std::string& endpoint, const proto::ControlMessage& message);
+    void send_to_coordinator(const proto::ControlMessage& message);
+    void send_stream_signal(const std::string& target, const std::string& request_id, bool done,
+                            std::optional<std::string> error);
+    void send_heartbeat();
+    [[nodiscard]] StageStats stats() const;
+
+    // --- stage_input.cpp: the stage thread ---
+    void run_stage_thread();
+    void handle_event(StageEvent event);
+    void on_control(proto::ControlMessage message);
+    void on_data_ready(proto::DataReadyMessage message);
+    void on_payload(const std::string& request_id, const std::string& from_stage,
+                    std::shared_ptr<const StagePayload> payload);
+    void on_stream_chunk(const std::string& request_id, const std::string& from_stage,
+                         std::shared_ptr<const StreamChunk> chunk);
+    void on_stream_signal(const std::string& request_id, const std::string& from_stage, bool done,
+                          const std::optional<std::string>& error);
+    void on_abort(const std::string& request_id);
+    void fail_input(const std::string& request_id, const Error& error);
+    void release(const proto::DataReadyMessage& message);
+    void push_to_scheduler(IncomingMessage message);
+    void expire_fan_in(Clock::time_point now);
+
+    // --- stage_output.cpp: output thread and put waiter ---
+    void run_output_thread();
+    void run_put_waiter();
+    void on_result(const std::string& request_id, std::shared_ptr<const StagePayload> result);
+    void on_stream_output(const std::string& request_id, std::shared_ptr<const StreamChunk> chunk,
+                          const std::optional<std::string>& target);
+    [[nodiscard]] bool send_payload(const std::string& target,
+                                    std::shared_ptr<const StagePayload> payload);
+    [[nodiscard]] Result<std::vector<std::string>> route_targets(const std::string& request_id,
+                                                                 const StagePayload& result);
+    [[nodiscard]] Result<std::vector<std::string>> stream_done_targets(
+        const std::string& request_id, const StagePayload& result);
+};
+
+}  // namespace omnirt::pipeline

@@ -1,0 +1,270 @@
+// Output thread (scheduler outbox -> routing, relay writes, control messages) and put waiter.
+#include <spdlog/spdlog.h>
+
+#include <exception>
+
+#include "pipeline/local_dispatch.h"
+#include "pipeline/relay_io.h"
+#include "pipeline/stage_internal.h"
+
+namespace omnirt::pipeline {
+namespace {
+
+std::string join(const std::set<std::string>& names) {
+    std::string out;
+    for (const auto& name : names) out += (out.empty() ? "" : ", ") + name;
+    return out;
+}
+
+// Calls a registry function, turning exceptions into errors (user code must not crash us).
+template <class Fn, class... Args>
+auto call_user_function(const Fn& fn, const char* what, Args&&... args)
+    -> decltype(fn(std::forward<Args>(args)...)) {
+    try {
+        return fn(std::forward<Args>(args)...);
+    } catch (const std::exception& e) {
+        return fail(ErrorCode::internal, std::string(what) + " threw: " + e.what());
+    } catch (...) {
+        return fail(ErrorCode::internal, std::string(what) + " threw");
+    }
+}
+
+// `targets` deduplicated, checked to be a non-empty subset of `allowed`.
+Result<std::vector<std::string>> checked_targets(std::vector<std::string> targets,
+                                                 const std::set<std::string>& allowed,
+                                                 const char* what, const char* field) {
+    std::vector<std::string> out;
+    std::set<std::string> seen;
+    for (auto& target : targets) {
+        if (!allowed.contains(target)) {
+            return fail(ErrorCode::invalid_argument, std::string(what) + " returned '" + target +
+                                                         "', which is not among " + field + " (" +
+                                                         join(allowed) + ")");
+        }
+        if (seen.insert(target).second) out.push_back(std::move(target));
+    }
+    return out;
+}
+
+}  // namespace
+
+void Stage::State::run_output_thread() {
+    while (std::optional<OutgoingMessage> message = scheduler->outbox().pop()) {
+        if (is_dropped(message->request_id)) {
+            dropped_messages.fetch_add(1);  // aborted or failed: its outputs go nowhere
+            continue;
+        }
+        switch (message->kind) {
+            case OutgoingKind::result:
+                on_result(message->request_id, std::move(message->result));
+                break;
+            case OutgoingKind::stream:
+                on_stream_output(message->request_id, std::move(message->chunk), message->target);
+                break;
+            case OutgoingKind::error:
+                fail_request(message->request_id, message->error);
+                break;
+        }
+    }
+}
+
+Result<std::vector<std::string>> Stage::State::stream_done_targets(const std::string& request_id,
+                                                                   const StagePayload& result) {
+    if (!functions.stream_done) return plan->stream_to;
+    OMNI_TRY(auto targets,
+             call_user_function(*functions.stream_done, "stream_done_to_fn", request_id, result));
+    return checked_targets(std::move(targets), stream_to, "stream_done_to_fn", "stream_to");
+}
+
+Result<std::vector<std::string>> Stage::State::route_targets(const std::string& request_id,
+                                                             const StagePayload& result) {
+    if (!functions.route) return plan->next;
+    OMNI_TRY(auto targets, call_user_function(*functions.route, "route_fn", request_id, result));
+    if (targets.empty()) {
+        return fail(ErrorCode::invalid_argument, "route_fn returned no targets");
+    }
+    return checked_targets(std::move(targets), next, "route_fn", "next");
+}
+
+void Stage::State::on_result(const std::string& request_id,
+                             std::shared_ptr<const StagePayload> result) {
+    if (!result) {
+        fail_request(request_id, Error{ErrorCode::internal, "the scheduler emitted no payload"});
+        return;
+    }
+    if (result->request_id != request_id) {
+        StagePayload fixed = *result;
+        fixed.request_id = request_id;
+        result = std::make_shared<const StagePayload>(std::move(fixed));
+    }
+    auto done_targets = stream_done_targets(request_id, *result);
+    if (!done_targets) {
+        fail_request(request_id, done_targets.error());
+        return;
+    }
+    Result<std::vector<std::string>> targets = std::vector<std::string>{};
+    if (!plan->terminal) {
+        targets = route_targets(request_id, *result);
+        if (!targets) {
+            fail_request(request_id, targets.error());
+            return;
+        }
+    }
+    {
+        // Finished before anything leaves, so late inputs for it are released from now on.
+        std::lock_guard lock(book_mutex);
+        book.finished.insert(request_id);
+        book.forget(request_id);
+    }
+    processed.fetch_add(1);
+    // Done signals before the payload: a receiver sees chunks, done, then the payload.
+    for (const auto& target : *done_targets) {
+        send_stream_signal(target, request_id, true, std::nullopt);
+    }
+    if (plan->terminal) {
+        send_to_coordinator(proto::CompleteMessage{
+            .request_id = request_id, .from_stage = name, .ok = true, .result = *result});
+    } else {
+        for (const auto& target : *targets) {
+            std::shared_ptr<const StagePayload> out = result;
+            if (auto projection = functions.projections.find(target);
+                projection != functions.projections.end()) {
+                auto projected =
+                    call_user_function(projection->second, "projection", target, *result);
+                if (!projected) {
+                    fail_request(request_id, projected.error().with_context(
+                                                 "project_payload for stage '" + target + "'"));
+                    return;
+                }
+                projected->request_id = request_id;
+                out = std::make_shared<const StagePayload>(std::move(*projected));
+            }
+            if (!send_payload(target, std::move(out))) return;
+        }
+    }
+    // After this request's puts complete, the put waiter releases its relay state.
+    puts.push(PutWait{.request_id = request_id});
+}
+
+bool Stage::State::send_payload(const std::string& target,
+                                std::shared_ptr<const StagePayload> payload) {
+    const std::string request_id = payload->request_id;
+    if (options.local != nullptr && options.local->send_payload(target, name, payload)) {
+        local_dispatches.fetch_add(1);
+        return true;
+    }
+    Result<RelayWrite> write = fail(ErrorCode::internal, "unwritten");
+    {
+        ScopedSpan span(tracer.get(), "relay_put", "relay", request_id);
+        write = write_payload(*relay, *payload, ranks.at(target));
+    }
+    if (!write) {
+        fail_request(request_id,
+                     write.error().with_context("sending the payload to stage '" + target + "'"));
+        return false;
+    }
+    if (write->put) relay_puts.fetch_add(1);
+    // Control before wait (communication.md): the receiver's read is what completes the put.
+    auto sent = control->send(endpoints.at(target),
+                              proto::DataReadyMessage{.request_id = request_id,
+                                                      .from_stage = name,
+                                                      .to_stage = target,
+                                                      .relay_metadata = write->relay_metadata,
+                                                      .header = std::move(write->header)});
+    if (!sent) {
+        fail_request(request_id,
+                     sent.error().with_context("sending data_ready to stage '" + target + "'"));
+        return false;
+    }
+    if (write->put) {
+        puts.push(
+            PutWait{.request_id = request_id, .target = target, .put = std::move(write->put)});
+    }
+    return true;
+}
+
+void Stage::State::on_stream_output(const std::string& request_id,
+                                    std::shared_ptr<const StreamChunk> chunk,
+                                    const std::optional<std::string>& target) {
+    if (!chunk) {
+        fail_request(request_id, Error{ErrorCode::internal, "the scheduler emitted no chunk"});
+        return;
+    }
+    if (target && !stream_to.contains(*target)) {
+        fail_request(request_id, Error{ErrorCode::invalid_argument,
+                                       "stream target '" + *target + "' is not among stream_to (" +
+                                           join(stream_to) + ")"});
+        return;
+    }
+    std::int64_t index = 0;
+    {
+        std::lock_guard lock(book_mutex);
+        if (book.closed(request_id)) {
+            dropped_messages.fetch_add(1);  // a chunk after the result
+            return;
+        }
+        OutputCounters& counters = book.counters[request_id];
+        index = target ? counters.chunk_ids[*target]++ : counters.client_chunks++;
+    }
+    if (!target) {
+        send_to_coordinator(proto::StreamMessage{.request_id = request_id,
+                                                 .from_stage = name,
+                                                 .chunk_index = index,
+                                                 .chunk = chunk->chunk,
+                                                 .metadata = chunk->metadata});
+        return;
+    }
+    if (chunk->chunk_id != index) {
+        chunk = std::make_shared<const StreamChunk>(
+            StreamChunk{.chunk_id = index, .chunk = chunk->chunk, .metadata = chunk->metadata});
+    }
+    if (options.local != nullptr &&
+        options.local->send_stream_chunk(*target, name, request_id, chunk)) {
+        local_dispatches.fetch_add(1);
+        return;
+    }
+    Result<RelayWrite> write = fail(ErrorCode::internal, "unwritten");
+    {
+        ScopedSpan span(tracer.get(), "relay_put", "relay", request_id);
+        write = write_stream_chunk(*relay, request_id, chunk->chunk, chunk->metadata,
+                                   ranks.at(*target));
+    }
+    if (!write) {
+        fail_request(request_id,
+                     write.error().with_context("streaming to stage '" + *target + "'"));
+        return;
+    }
+    if (write->put) relay_puts.fetch_add(1);
+    auto sent = control->send(endpoints.at(*target),
+                              proto::DataReadyMessage{.request_id = request_id,
+                                                      .from_stage = name,
+                                                      .to_stage = *target,
+                                                      .relay_metadata = write->relay_metadata,
+                                                      .header = std::move(write->header),
+                                                      .chunk_id = index});
+    if (!sent) {
+        fail_request(request_id,
+                     sent.error().with_context("sending a chunk to stage '" + *target + "'"));
+        return;
+    }
+    if (write->put) {
+        puts.push(
+            PutWait{.request_id = request_id, .target = *target, .put = std::move(write->put)});
+    }
+}
+
+void Stage::State::run_put_waiter() {
+    while (std::optional<PutWait> wait = puts.pop()) {
+        if (!wait->put) {
+            relay->cleanup(wait->request_id);
+            continue;
+        }
+        Status status = wait->put->wait_for_completion(options.relay_timeout);
+        if (!status && status.error().code != ErrorCode::aborted) {
+            fail_request(wait->request_id,
+                         status.error().with_context("relay put to stage '" + wait->target + "'"));
+        }
+    }
+}
+
+}  // namespace omnirt::pipeline
