@@ -8,7 +8,8 @@
 //                          float32 / float64 tensors in data (data itself, or each value of a
 //                          map) become x * scale + offset; an int stays an int when scale and
 //                          offset are ints; other map values are kept
-//   test.sleep             args {ms: int}: waits that long (an abort ends the wait), then identity
+//   test.sleep             args {ms: int}, request param sleep_ms overrides: waits that long
+//                          (an abort or stop ends the wait at once), then identity
 //   test.fail              fails with "test.fail: <arg message | default>" when arg always is true
 //                          or request.params["fail_stage"] names the stage; else identity
 //   test.tensor_producer   args {bytes: int = 0, dtype: string = "uint8"}, request param

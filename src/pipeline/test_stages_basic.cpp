@@ -112,7 +112,17 @@ Result<std::unique_ptr<Scheduler>> sleep_factory(const StageContext& context) {
     }
     return make_simple_scheduler(
         context, [ms](const StagePayload& input, Emitter& emit) -> Result<StagePayload> {
-            if (emit.wait_for_abort(std::chrono::milliseconds(ms))) {
+            std::int64_t wait = ms;
+            if (const Value* param = input.request.params.find("sleep_ms")) {
+                const std::int64_t* value = param->if_int();
+                if (value == nullptr || *value < 0) {
+                    return fail(ErrorCode::invalid_argument,
+                                "test.sleep: request param 'sleep_ms' must be a non-negative "
+                                "integer");
+                }
+                wait = *value;
+            }
+            if (emit.wait_for_abort(std::chrono::milliseconds(wait))) {
                 return fail(ErrorCode::aborted, "test.sleep: aborted");
             }
             return input;
@@ -185,7 +195,8 @@ Status register_basic_stages(Registry& registry) {
         {"test.identity", identity_factory, "result data = input data"},
         {"test.arithmetic", arithmetic_factory,
          "numbers and float tensors in data become x * scale + offset"},
-        {"test.sleep", sleep_factory, "waits arg ms (an abort ends the wait), then identity"},
+        {"test.sleep", sleep_factory,
+         "waits arg ms / param sleep_ms (an abort ends the wait), then identity"},
         {"test.fail", fail_factory,
          "fails when arg always or request param fail_stage names the stage"},
         {"test.tensor_producer", tensor_producer_factory,
