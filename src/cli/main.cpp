@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "cli/config_command.h"
+#include "cli/process_command.h"
 #include "cli/relay_commands.h"
 
 int main(int argc, char** argv) {
@@ -15,6 +16,7 @@ int main(int argc, char** argv) {
     bench->require_subcommand(1);
     omnirt::cli::add_bench_relay_command(*bench, exit_code);
     omnirt::cli::add_relay_peer_command(app, exit_code);
+    omnirt::cli::add_stage_process_command(app, exit_code);
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& error) {

@@ -1,0 +1,13 @@
+#pragma once
+// Registers everything built into omnirt with the process-wide registries: the relay backends
+// and the pipeline's test stages (later: the model families). Every process of an instance
+// (the parent and each stage process) calls it before it resolves factory names.
+//
+// Idempotent and thread-safe: the first call registers, later calls return its result.
+#include "core/error.h"
+
+namespace omnirt::runner {
+
+[[nodiscard]] Status register_builtins();
+
+}  // namespace omnirt::runner

@@ -1,0 +1,213 @@
+// Black-box tests of the hidden `omnirt stage-process` command: the real binary, started with
+// run_command (exit code and stderr) or as a ChildProcess (the ready pipe on fd 3).
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "config/runtime_dir.h"
+#include "config/runtime_plan.h"
+// The control plane comes with the stage host (runner links it through omnirt_pipeline).
+#if __has_include("pipeline/stage_host.cpp")
+#define OMNIRT_TEST_HAVE_STAGE_HOST 1
+#include "control/control_plane.h"
+#endif
+#include "runner/child_process.h"
+#include "runner/plan_codec.h"
+#include "support/command.h"
+
+namespace omnirt::runner {
+namespace {
+
+using std::chrono::milliseconds;
+using testing::omnirt_binary;
+using testing::run_command;
+
+constexpr milliseconds kHangGuard{30000};
+constexpr const char* kUnbuiltHost = "built without the stage host";
+
+bool contains(const std::string& text, const std::string& part) {
+    return text.find(part) != std::string::npos;
+}
+
+// shm segments (/dev/shm/omnirt.*) whose name mentions `pid`.
+std::vector<std::string> shm_segments_of(int pid) {
+    std::vector<std::string> found;
+    std::error_code error;
+    for (const auto& entry : std::filesystem::directory_iterator("/dev/shm", error)) {
+        std::string name = entry.path().filename().string();
+        if (name.starts_with("omnirt.") && contains(name, std::to_string(pid))) {
+            found.push_back(name);
+        }
+    }
+    return found;
+}
+
+// Waits for the child to exit by itself (the hang guard only bounds a broken exit) and reaps it.
+ExitStatus wait_exit(ChildProcess& child) {
+    pollfd fd{child.pidfd(), POLLIN, 0};
+    EXPECT_EQ(poll(&fd, 1, static_cast<int>(kHangGuard.count())), 1) << "the child did not exit";
+    return child.poll_exit().value_or(ExitStatus{});
+}
+
+class StageProcessCommand : public ::testing::Test {
+  protected:
+    void SetUp() override {
+        auto dir = config::RuntimeDirectory::create(std::filesystem::temp_directory_path());
+        ASSERT_TRUE(dir.has_value()) << dir.error().message;
+        runtime_dir = std::move(*dir);
+        plan_path = runtime_dir->path() + "/plan.msgpack";
+    }
+    void TearDown() override {
+        siginfo_t info{};
+        errno = 0;
+        int result = waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT);
+        EXPECT_TRUE(result == -1 && errno == ECHILD) << "a child process is left";
+    }
+
+    // One process "solo" hosting one terminal test.identity stage "only".
+    config::RuntimePlan one_stage_plan() {
+        config::PipelineConfig pipeline;
+        pipeline.name = "one-stage";
+        pipeline.model_path = "none";
+        config::StageConfig stage;
+        stage.name = "only";
+        stage.factory = "test.identity";
+        stage.process = "solo";
+        stage.terminal = true;
+        pipeline.stages = {stage};
+        auto plan = config::prepare_runtime(pipeline, {.runtime_dir = runtime_dir->path()});
+        EXPECT_TRUE(plan.has_value()) << plan.error().message;
+        return plan.value_or(config::RuntimePlan{});
+    }
+
+    testing::CommandResult run_stage_process(const std::string& process) {
+        return run_command(
+            {omnirt_binary(), "stage-process", "--plan", plan_path, "--process", process});
+    }
+
+    std::unique_ptr<ChildProcess> spawn_stage_process(const std::string& process) {
+        auto child = ChildProcess::spawn(
+            {.name = process,
+             .binary = omnirt_binary(),
+             .args = {"stage-process", "--plan", plan_path, "--process", process}});
+        EXPECT_TRUE(child.has_value()) << child.error().message;
+        return child ? std::move(*child) : nullptr;
+    }
+
+    std::unique_ptr<config::RuntimeDirectory> runtime_dir;
+    std::string plan_path;
+};
+
+TEST_F(StageProcessCommand, MissingPlanFile) {
+    auto result = run_stage_process("solo");
+    EXPECT_EQ(result.exit_code, 1);
+    EXPECT_TRUE(contains(result.err, "cannot read plan file '" + plan_path + "'")) << result.err;
+    EXPECT_TRUE(result.out.empty());
+}
+
+TEST_F(StageProcessCommand, GarbagePlanFile) {
+    std::ofstream(plan_path) << "definitely not msgpack";
+    auto result = run_stage_process("solo");
+    EXPECT_EQ(result.exit_code, 1);
+    EXPECT_TRUE(contains(result.err, "not a valid encoding")) << result.err;
+}
+
+TEST_F(StageProcessCommand, MalformedPlanNamesTheField) {
+    config::RuntimePlan plan = one_stage_plan();
+    plan.stages[0].relay.credits = 0;
+    ASSERT_TRUE(write_plan_file(plan, plan_path).has_value());
+    auto result = run_stage_process("solo");
+    EXPECT_EQ(result.exit_code, 1);
+    EXPECT_TRUE(contains(result.err, "stages[0].relay.credits: must be in [1,")) << result.err;
+}
+
+TEST_F(StageProcessCommand, UnknownProcess) {
+    ASSERT_TRUE(write_plan_file(one_stage_plan(), plan_path).has_value());
+    auto result = run_stage_process("nope");
+    EXPECT_EQ(result.exit_code, 1);
+    EXPECT_TRUE(contains(result.err, "the plan has no process 'nope' (processes: solo)"))
+        << result.err;
+}
+
+TEST_F(StageProcessCommand, MissingPluginFails) {
+    config::RuntimePlan plan = one_stage_plan();
+    plan.plugins = {runtime_dir->path() + "/missing-plugin.so"};
+    ASSERT_TRUE(write_plan_file(plan, plan_path).has_value());
+    auto result = run_stage_process("solo");
+    EXPECT_EQ(result.exit_code, 1);
+    EXPECT_TRUE(contains(result.err, "missing-plugin.so")) << result.err;
+}
+
+TEST_F(StageProcessCommand, MissingArgumentsAreUsageErrors) {
+    auto result = run_command({omnirt_binary(), "stage-process", "--plan", plan_path});
+    EXPECT_EQ(result.exit_code, 2);
+    EXPECT_TRUE(contains(result.err, "--process")) << result.err;
+}
+
+TEST_F(StageProcessCommand, HiddenFromHelp) {
+    auto result = run_command({omnirt_binary(), "--help"});
+    EXPECT_EQ(result.exit_code, 0);
+    EXPECT_FALSE(contains(result.out, "stage-process"));
+}
+
+TEST_F(StageProcessCommand, FailuresReachTheParentOnTheReadyPipe) {
+    auto child = spawn_stage_process("solo");
+    ASSERT_NE(child, nullptr);
+    auto ready = child->wait_ready(kHangGuard);
+    ASSERT_FALSE(ready.has_value());
+    // The child's own error code and message, not just "it exited".
+    EXPECT_EQ(ready.error().code, ErrorCode::not_found) << ready.error().message;
+    EXPECT_TRUE(contains(ready.error().message, "process 'solo': cannot read plan file"))
+        << ready.error().message;
+    ExitStatus status = wait_exit(*child);
+    EXPECT_TRUE(status.exited) << status.to_string();
+    EXPECT_EQ(status.code, 1);
+}
+
+TEST_F(StageProcessCommand, OneStagePipelineGetsReadyAndStopsOnSigterm) {
+    ASSERT_TRUE(write_plan_file(one_stage_plan(), plan_path).has_value());
+    auto child = spawn_stage_process("solo");
+    ASSERT_NE(child, nullptr);
+    auto ready = child->wait_ready(kHangGuard);
+    if (!ready && contains(ready.error().message, kUnbuiltHost)) {
+        GTEST_SKIP() << "pipeline::StageHost is not built yet: " << ready.error().message;
+    }
+    ASSERT_TRUE(ready.has_value()) << ready.error().message;
+    int pid = child->pid();
+    ExitStatus status = child->terminate(kHangGuard);
+    EXPECT_TRUE(status.exited) << status.to_string();
+    EXPECT_EQ(status.code, 0);
+    EXPECT_TRUE(shm_segments_of(pid).empty());
+}
+
+#if defined(OMNIRT_TEST_HAVE_STAGE_HOST)
+TEST_F(StageProcessCommand, OneStagePipelineStopsOnAShutdownMessage) {
+    config::RuntimePlan plan = one_stage_plan();
+    ASSERT_TRUE(write_plan_file(plan, plan_path).has_value());
+    auto child = spawn_stage_process("solo");
+    ASSERT_NE(child, nullptr);
+    auto ready = child->wait_ready(kHangGuard);
+    if (!ready && contains(ready.error().message, kUnbuiltHost)) {
+        GTEST_SKIP() << "pipeline::StageHost is not built yet: " << ready.error().message;
+    }
+    ASSERT_TRUE(ready.has_value()) << ready.error().message;
+    auto control = control::ControlPlane::create();
+    ASSERT_TRUE(control.has_value());
+    ASSERT_TRUE((*control)->start().has_value());
+    ASSERT_TRUE((*control)
+                    ->send(plan.stages[0].endpoint, proto::ShutdownMessage{.reason = "test"})
+                    .has_value());
+    // It exits by itself.
+    ExitStatus status = wait_exit(*child);
+    EXPECT_TRUE(status.exited) << status.to_string();
+    EXPECT_EQ(status.code, 0);
+    (*control)->stop();
+}
+#endif
+
+}  // namespace
+}  // namespace omnirt::runner
