@@ -80,15 +80,28 @@ class ReadyPipe {
 // host to stop. A signal before the host exists is remembered and applied when it is set.
 class StopSignals {
   public:
-    static Result<std::unique_ptr<StopSignals>> create() {
+    static sigset_t stop_signals() {
         sigset_t signals;
         sigemptyset(&signals);
         sigaddset(&signals, SIGTERM);
         sigaddset(&signals, SIGINT);
+        return signals;
+    }
+
+    // Blocks them in the calling thread; call before any other thread starts.
+    static Status block() {
+        sigset_t signals = stop_signals();
         if (int error = pthread_sigmask(SIG_BLOCK, &signals, nullptr); error != 0) {
             return fail(ErrorCode::internal,
                         std::string("pthread_sigmask: ") + std::strerror(error));
         }
+        return ok_status();
+    }
+
+    // Starts the watcher thread (blocks the signals first, in case block() was not called).
+    static Result<std::unique_ptr<StopSignals>> create() {
+        OMNI_RETURN_IF_ERROR(block());
+        sigset_t signals = stop_signals();
         auto watcher = std::unique_ptr<StopSignals>(new StopSignals());
         watcher->signal_fd_ = signalfd(-1, &signals, SFD_CLOEXEC);
         watcher->wake_fd_ = eventfd(0, EFD_CLOEXEC);
@@ -189,6 +202,9 @@ int run_stage_process(const std::string& plan_path, const std::string& process_n
         return 1;
     };
 
+    // Blocked before anything (a plugin, a library) can start a thread that would inherit an
+    // unblocked mask and take a SIGTERM with the default action.
+    if (auto blocked = StopSignals::block(); !blocked) return failed(blocked.error());
     auto plan = prepare(plan_path, process_name);
     if (!plan) return failed(plan.error());
     auto signals = StopSignals::create();

@@ -12,24 +12,6 @@
 namespace omnirt::runner {
 namespace {
 
-constexpr std::size_t kMaxQuotedChars = 64;
-
-std::string quoted(std::string_view text) {
-    std::string out = "'";
-    out += text.substr(0, kMaxQuotedChars);
-    if (text.size() > kMaxQuotedChars) out += "...";
-    return out + "'";
-}
-
-unexpected<Error> field_error(const std::string& path, const std::string& message) {
-    return fail(ErrorCode::invalid_argument,
-                "runtime plan: " + (path.empty() ? std::string("plan") : path) + ": " + message);
-}
-
-std::string indexed(const std::string& path, std::size_t index) {
-    return path + "[" + std::to_string(index) + "]";
-}
-
 // The fields of one map-valued node. Each getter reads one key; finish() rejects the keys no
 // getter asked for.
 class Fields {
@@ -290,87 +272,6 @@ Result<std::vector<T>> list_from_value(Fields& f, std::string_view key, Convert 
     return out;
 }
 
-// Names must be unique, and every name that refers to a stage or process must resolve, so code
-// using the plan (find_stage, find_process) can rely on it.
-class References {
-  public:
-    explicit References(const config::RuntimePlan& plan) {
-        for (const auto& s : plan.stages) stages_.insert(s.name);
-        for (const auto& p : plan.processes) processes_.insert(p.name);
-    }
-
-    Status check(const config::RuntimePlan& plan) const {
-        OMNI_RETURN_IF_ERROR(unique(plan.stages, "stages"));
-        OMNI_RETURN_IF_ERROR(unique(plan.processes, "processes"));
-        OMNI_RETURN_IF_ERROR(stage("entry_stage", plan.entry_stage));
-        OMNI_RETURN_IF_ERROR(stages("terminal_stages", plan.terminal_stages));
-        for (std::size_t i = 0; i < plan.stages.size(); ++i) {
-            const auto& s = plan.stages[i];
-            std::string path = indexed("stages", i);
-            OMNI_RETURN_IF_ERROR(process(path + ".process", s.process));
-            for (std::size_t j = 0; j < s.processes.size(); ++j) {
-                OMNI_RETURN_IF_ERROR(process(indexed(path + ".processes", j), s.processes[j]));
-            }
-            using NamedList = std::pair<const char*, const std::vector<std::string>*>;
-            const NamedList lists[] = {{"next", &s.next},
-                                       {"wait_for", &s.wait_for},
-                                       {"stream_to", &s.stream_to},
-                                       {"local_targets", &s.local_targets},
-                                       {"local_stream_targets", &s.local_stream_targets},
-                                       {"same_gpu_stream_targets", &s.same_gpu_stream_targets},
-                                       {"stream_sources", &s.stream_sources}};
-            for (const auto& [name, list] : lists) {
-                OMNI_RETURN_IF_ERROR(stages(path + "." + name, *list));
-            }
-        }
-        for (std::size_t i = 0; i < plan.processes.size(); ++i) {
-            const auto& p = plan.processes[i];
-            std::string path = indexed("processes", i);
-            OMNI_RETURN_IF_ERROR(stages(path + ".stages", p.stages));
-            if (p.tp) OMNI_RETURN_IF_ERROR(stage(path + ".tp.stage", p.tp->stage));
-        }
-        for (std::size_t i = 0; i < plan.edges.size(); ++i) {
-            std::string path = indexed("edges", i);
-            OMNI_RETURN_IF_ERROR(stage(path + ".from", plan.edges[i].from));
-            OMNI_RETURN_IF_ERROR(stage(path + ".to", plan.edges[i].to));
-        }
-        return ok_status();
-    }
-
-  private:
-    template <class T>
-    static Status unique(const std::vector<T>& items, const std::string& path) {
-        std::set<std::string, std::less<>> seen;
-        for (std::size_t i = 0; i < items.size(); ++i) {
-            if (!seen.insert(items[i].name).second) {
-                return field_error(indexed(path, i) + ".name",
-                                   "duplicate name " + quoted(items[i].name));
-            }
-        }
-        return ok_status();
-    }
-
-    Status stage(const std::string& path, const std::string& name) const {
-        if (stages_.contains(name)) return ok_status();
-        return field_error(path, "unknown stage " + quoted(name));
-    }
-
-    Status stages(const std::string& path, const std::vector<std::string>& names) const {
-        for (std::size_t i = 0; i < names.size(); ++i) {
-            OMNI_RETURN_IF_ERROR(stage(indexed(path, i), names[i]));
-        }
-        return ok_status();
-    }
-
-    Status process(const std::string& path, const std::string& name) const {
-        if (processes_.contains(name)) return ok_status();
-        return field_error(path, "unknown process " + quoted(name));
-    }
-
-    std::set<std::string, std::less<>> stages_;
-    std::set<std::string, std::less<>> processes_;
-};
-
 }  // namespace
 
 Result<config::RuntimePlan> plan_from_value(const Value& value) {
@@ -407,7 +308,7 @@ Result<config::RuntimePlan> plan_from_value(const Value& value) {
     OMNI_TRY(plan.env_defaults, f.string_map("env_defaults"));
     OMNI_TRY(plan.plugins, f.string_list("plugins"));
     OMNI_RETURN_IF_ERROR(f.finish());
-    OMNI_RETURN_IF_ERROR(References(plan).check(plan));
+    OMNI_RETURN_IF_ERROR(check_plan_references(plan));
     return plan;
 }
 

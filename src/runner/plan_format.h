@@ -1,10 +1,13 @@
 #pragma once
-// Internal to the plan codec: the layout version, the decode limits and the enum spellings
-// shared by plan_codec.cpp (encode, files) and plan_decode.cpp (decode).
+// Internal to the plan codec: the layout version, the decode limits, the enum spellings and the
+// error helpers shared by plan_codec.cpp (encode, files), plan_decode.cpp (fields) and
+// plan_references.cpp (names).
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 #include "config/runtime_plan.h"
+#include "core/error.h"
 #include "proto/limits.h"
 
 namespace omnirt::runner {
@@ -33,5 +36,27 @@ inline constexpr proto::DecodeLimits kPlanDecodeLimits{
 [[nodiscard]] inline std::string_view edge_kind_name(config::EdgeKind kind) {
     return kind == config::EdgeKind::stream ? "stream" : "normal";
 }
+
+// Error helpers of the decoder: "runtime plan: <path>: <message>", invalid_argument.
+inline constexpr std::size_t kMaxQuotedChars = 64;
+
+inline std::string quoted(std::string_view text) {
+    std::string out = "'";
+    out += text.substr(0, kMaxQuotedChars);
+    if (text.size() > kMaxQuotedChars) out += "...";
+    return out + "'";
+}
+
+inline unexpected<Error> field_error(const std::string& path, const std::string& message) {
+    return fail(ErrorCode::invalid_argument,
+                "runtime plan: " + (path.empty() ? std::string("plan") : path) + ": " + message);
+}
+
+inline std::string indexed(const std::string& path, std::size_t index) {
+    return path + "[" + std::to_string(index) + "]";
+}
+
+// Names are unique and every name that refers to a stage or process resolves.
+[[nodiscard]] Status check_plan_references(const config::RuntimePlan& plan);
 
 }  // namespace omnirt::runner
