@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -15,6 +16,8 @@
 #define OMNIRT_TEST_HAVE_STAGE_HOST 1
 #include "control/control_plane.h"
 #endif
+#include "relay/registry.h"
+#include "runner/builtins.h"
 #include "runner/child_process.h"
 #include "runner/plan_codec.h"
 #include "support/command.h"
@@ -208,6 +211,14 @@ TEST_F(StageProcessCommand, OneStagePipelineStopsOnAShutdownMessage) {
     (*control)->stop();
 }
 #endif
+
+TEST(RegisterBuiltins, IsIdempotentAndRegistersBackendsAndTestStages) {
+    ASSERT_TRUE(register_builtins().has_value());
+    ASSERT_TRUE(register_builtins().has_value());
+    EXPECT_TRUE(Registry::global().contains(FunctionKind::factory, "test.identity"));
+    auto backends = relay::registered_backends();
+    EXPECT_NE(std::find(backends.begin(), backends.end(), "shm"), backends.end());
+}
 
 }  // namespace
 }  // namespace omnirt::runner
