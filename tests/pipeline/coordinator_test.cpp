@@ -107,11 +107,16 @@ TEST_F(CoordinatorTest, TwoTerminalStagesAreMerged) {
     ASSERT_TRUE(decode.complete("r", StagePayload{.request_id = "r", .data = "text"}).has_value());
     // A second result from the same terminal is ignored; the request waits for the vocoder.
     ASSERT_TRUE(decode.complete("r", StagePayload{.request_id = "r", .data = "again"}).has_value());
+    // Stages reach the coordinator over separate connections: a chunk from decode, seen by the
+    // client, shows that decode's messages before it were processed.
+    ASSERT_TRUE(decode.chunk("r", 0, "sync").has_value());
+    ASSERT_TRUE(log.wait_for_events(1));
     ASSERT_TRUE(vocoder.complete("r", StagePayload{.request_id = "r", .data = Bytes{{1, 2, 3}}})
                     .has_value());
     ASSERT_TRUE(log.wait_for_terminals(1));
     auto events = log.events_for("r");
-    ASSERT_EQ(events.size(), 1u);
+    ASSERT_EQ(events.size(), 2u);
+    events.erase(events.begin());  // the sync chunk
     EXPECT_EQ(events[0].kind, RequestEvent::Kind::completed);
     EXPECT_EQ(events[0].result.request_id, "r");
     EXPECT_EQ(events[0].result.request, request);
@@ -127,11 +132,13 @@ TEST_F(CoordinatorTest, CompletionFromANonTerminalStageIsIgnored) {
     ASSERT_TRUE(coordinator.start_request("r", make_request(1), {}, log.callback()).has_value());
     ASSERT_TRUE(a.wait_for_messages(1));
     ASSERT_TRUE(a.complete("r", StagePayload{.request_id = "r", .data = "wrong"}).has_value());
+    ASSERT_TRUE(a.chunk("r", 0, "sync").has_value());  // a's completion was processed before it
+    ASSERT_TRUE(log.wait_for_events(1));
     ASSERT_TRUE(b.complete("r", StagePayload{.request_id = "r", .data = "right"}).has_value());
     ASSERT_TRUE(log.wait_for_terminals(1));
     auto events = log.events();
-    ASSERT_EQ(events.size(), 1u);
-    EXPECT_EQ(events[0].result.data, Value("right"));
+    ASSERT_EQ(events.size(), 2u);
+    EXPECT_EQ(events[1].result.data, Value("right"));
     EXPECT_EQ(coordinator.health().ignored_messages, 1u);
 }
 
