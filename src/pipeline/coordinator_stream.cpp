@@ -31,10 +31,20 @@ class EventQueue {
         return true;
     }
 
-    // nullopt when nothing arrived within `timeout`.
+    // nullopt when nothing arrived within `timeout` (Duration::max() waits for ever).
     std::optional<RequestEvent> pop(Duration timeout) {
+        using Clock = std::chrono::steady_clock;
+        auto now = Clock::now();
+        // Saturating: now + a huge timeout would overflow the clock.
+        auto deadline =
+            timeout >= std::chrono::duration_cast<Duration>(Clock::time_point::max() - now)
+                ? Clock::time_point::max()
+                : now + timeout;
         std::unique_lock lock(mutex_);
-        if (!changed_.wait_for(lock, timeout, [&] { return !events_.empty(); })) {
+        auto ready = [&] { return !events_.empty(); };
+        if (deadline == Clock::time_point::max()) {
+            changed_.wait(lock, ready);
+        } else if (!changed_.wait_until(lock, deadline, ready)) {
             return std::nullopt;
         }
         RequestEvent event = std::move(events_.front());
