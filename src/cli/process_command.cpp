@@ -7,7 +7,6 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 #include <sys/eventfd.h>
-#include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -75,39 +74,49 @@ class ReadyPipe {
     int fd_ = -1;
 };
 
-// SIGTERM and SIGINT, blocked in every thread (the mask is set before any other thread starts,
-// and threads inherit it) and read from a signalfd by one watcher thread, which asks the stage
-// host to stop. A signal before the host exists is remembered and applied when it is set.
+// The write end of the stop-signal pipe. Set once, before the handlers are installed, and never
+// closed: the handlers may run at any time until the process exits.
+int stop_signal_pipe = -1;
+
+extern "C" void on_stop_signal(int signal_number) {
+    int saved_errno = errno;
+    auto byte = static_cast<unsigned char>(signal_number);
+    ssize_t ignored = write(stop_signal_pipe, &byte, 1);  // async-signal-safe; full pipe: dropped
+    (void)ignored;
+    errno = saved_errno;
+}
+
+// SIGTERM and SIGINT stop the stage host. Blocking them and calling sigwait is not enough here:
+// libraries start threads before main (their static initialisers), with the signals unblocked, so
+// the kernel may deliver a SIGTERM to one of those and kill the process. A handler works whichever
+// thread takes the signal: it writes the signal number to a pipe that one watcher thread polls and
+// turns into host->request_stop(). A signal before the host exists is remembered and applied
+// when the host is set.
 class StopSignals {
   public:
-    static sigset_t stop_signals() {
-        sigset_t signals;
-        sigemptyset(&signals);
-        sigaddset(&signals, SIGTERM);
-        sigaddset(&signals, SIGINT);
-        return signals;
-    }
-
-    // Blocks them in the calling thread; call before any other thread starts.
-    static Status block() {
-        sigset_t signals = stop_signals();
-        if (int error = pthread_sigmask(SIG_BLOCK, &signals, nullptr); error != 0) {
-            return fail(ErrorCode::internal,
-                        std::string("pthread_sigmask: ") + std::strerror(error));
-        }
-        return ok_status();
-    }
-
-    // Starts the watcher thread (blocks the signals first, in case block() was not called).
+    // Installs the handlers (once per process) and starts the watcher thread.
     static Result<std::unique_ptr<StopSignals>> create() {
-        OMNI_RETURN_IF_ERROR(block());
-        sigset_t signals = stop_signals();
         auto watcher = std::unique_ptr<StopSignals>(new StopSignals());
-        watcher->signal_fd_ = signalfd(-1, &signals, SFD_CLOEXEC);
-        watcher->wake_fd_ = eventfd(0, EFD_CLOEXEC);
-        if (watcher->signal_fd_ < 0 || watcher->wake_fd_ < 0) {
+        int fds[2];
+        if (pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) {
             return fail(ErrorCode::resource_exhausted,
-                        std::string("signalfd / eventfd: ") + std::strerror(errno));
+                        std::string("pipe: ") + std::strerror(errno));
+        }
+        watcher->signal_fd_ = fds[0];
+        stop_signal_pipe = fds[1];
+        watcher->wake_fd_ = eventfd(0, EFD_CLOEXEC);
+        if (watcher->wake_fd_ < 0) {
+            return fail(ErrorCode::resource_exhausted,
+                        std::string("eventfd: ") + std::strerror(errno));
+        }
+        struct sigaction action {};
+        action.sa_handler = on_stop_signal;
+        action.sa_flags = SA_RESTART;
+        sigemptyset(&action.sa_mask);
+        for (int signal_number : {SIGTERM, SIGINT}) {
+            if (sigaction(signal_number, &action, nullptr) != 0) {
+                return fail(ErrorCode::internal, std::string("sigaction: ") + std::strerror(errno));
+            }
         }
         StopSignals* raw = watcher.get();
         watcher->thread_ = std::thread([raw] { raw->run(); });
@@ -116,6 +125,7 @@ class StopSignals {
 
     StopSignals(const StopSignals&) = delete;
     StopSignals& operator=(const StopSignals&) = delete;
+    // Joins the watcher. The handlers stay: a late signal is written to the pipe and ignored.
     ~StopSignals() {
         if (thread_.joinable()) {
             std::uint64_t one = 1;
@@ -123,7 +133,6 @@ class StopSignals {
             (void)ignored;
             thread_.join();
         }
-        if (signal_fd_ >= 0) close(signal_fd_);
         if (wake_fd_ >= 0) close(wake_fd_);
     }
 
@@ -143,16 +152,16 @@ class StopSignals {
             pollfd fds[2] = {{signal_fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
             if (poll(fds, 2, -1) < 0) continue;  // EINTR
             if (fds[1].revents != 0) return;
-            signalfd_siginfo info{};
-            if (read(signal_fd_, &info, sizeof info) != static_cast<ssize_t>(sizeof info)) continue;
-            spdlog::info("received {}, stopping", sigabbrev_np(static_cast<int>(info.ssi_signo)));
+            unsigned char signal_number = 0;
+            if (read(signal_fd_, &signal_number, 1) != 1) continue;
+            spdlog::info("received SIG{}, stopping", sigabbrev_np(signal_number));
             std::lock_guard lock(mutex_);
             received_ = true;
             if (stop_) stop_();
         }
     }
 
-    int signal_fd_ = -1;
+    int signal_fd_ = -1;  // read end of the stop-signal pipe (kept open with the write end)
     int wake_fd_ = -1;
     std::thread thread_;
     std::mutex mutex_;
@@ -170,7 +179,7 @@ Result<std::shared_ptr<const config::RuntimePlan>> prepare(const std::string& pl
         return fail(ErrorCode::not_found,
                     "the plan has no process '" + process_name + "' (processes: " + known + ")");
     }
-    // Before any thread starts: setenv is not thread-safe. Values already set win.
+    // Before the stages start their threads (setenv races with getenv). Values already set win.
     for (const auto& [name, value] : plan.env_defaults) {
         if (setenv(name.c_str(), value.c_str(), 0) != 0) {
             return fail(ErrorCode::invalid_argument,
@@ -202,13 +211,11 @@ int run_stage_process(const std::string& plan_path, const std::string& process_n
         return 1;
     };
 
-    // Blocked before anything (a plugin, a library) can start a thread that would inherit an
-    // unblocked mask and take a SIGTERM with the default action.
-    if (auto blocked = StopSignals::block(); !blocked) return failed(blocked.error());
-    auto plan = prepare(plan_path, process_name);
-    if (!plan) return failed(plan.error());
+    // Handlers first: a SIGTERM while the plan and plugins load then still ends in a clean stop.
     auto signals = StopSignals::create();
     if (!signals) return failed(signals.error());
+    auto plan = prepare(plan_path, process_name);
+    if (!plan) return failed(plan.error());
 #if defined(OMNIRT_HAVE_STAGE_HOST)
     auto host = pipeline::StageHost::create(*plan, process_name);
     if (!host) return failed(host.error());
