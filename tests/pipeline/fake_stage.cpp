@@ -128,8 +128,8 @@ Status FakeStage::heartbeat(std::int64_t queue_depth, std::int64_t active, std::
 FakeStage::Responder echo_responder() {
     return [](FakeStage& stage, const proto::ControlMessage& message) {
         if (auto* submit = std::get_if<proto::SubmitMessage>(&message)) {
-            auto sent = stage.complete(submit->request_id, submit->payload);
-            EXPECT_TRUE(sent.has_value());
+            // Refused only while the fake is stopping (the test may end before every reply).
+            (void)stage.complete(submit->request_id, submit->payload);
         }
     };
 }
