@@ -187,6 +187,24 @@ TEST_F(StageProcessCommand, OneStagePipelineGetsReadyAndStopsOnSigterm) {
     EXPECT_TRUE(shm_segments_of(pid).empty());
 }
 
+TEST_F(StageProcessCommand, StageHostFailuresNameTheStage) {
+    config::RuntimePlan plan = one_stage_plan();
+    plan.stages[0].factory = "no.such.factory";
+    ASSERT_TRUE(write_plan_file(plan, plan_path).has_value());
+    auto child = spawn_stage_process("solo");
+    ASSERT_NE(child, nullptr);
+    auto ready = child->wait_ready(kHangGuard);
+    ASSERT_FALSE(ready.has_value());
+    if (contains(ready.error().message, kUnbuiltHost)) {
+        GTEST_SKIP() << "pipeline::StageHost is not built yet: " << ready.error().message;
+    }
+    EXPECT_TRUE(contains(ready.error().message, "no.such.factory")) << ready.error().message;
+    EXPECT_TRUE(contains(ready.error().message, "only")) << ready.error().message;
+    ExitStatus status = wait_exit(*child);
+    EXPECT_TRUE(status.exited) << status.to_string();
+    EXPECT_EQ(status.code, 1);
+}
+
 #if defined(OMNIRT_TEST_HAVE_STAGE_HOST)
 TEST_F(StageProcessCommand, OneStagePipelineStopsOnAShutdownMessage) {
     config::RuntimePlan plan = one_stage_plan();
