@@ -3,7 +3,9 @@
 #include <mutex>
 
 #include "core/registry.h"
+#include "pipeline/sink_stage.h"
 #include "pipeline/test_stages.h"
+#include "pipeline/tp_test_stage.h"
 #include "relay/builtin.h"
 
 namespace omnirt::runner {
@@ -15,6 +17,12 @@ Status register_all() {
     }
     if (auto status = pipeline::register_test_stages(Registry::global()); !status) {
         return fail(status.error().with_context("registering the test stages"));
+    }
+    if (auto status = pipeline::register_sink_stage(); !status) {
+        return fail(status.error().with_context("registering test.sink"));
+    }
+    if (auto status = pipeline::register_tp_test_stage(); !status) {
+        return fail(status.error().with_context("registering test.rank_log"));
     }
     return ok_status();
 }

@@ -220,6 +220,12 @@ std::optional<ExitStatus> ChildProcess::poll_exit() { return state_->reap(false)
 
 void ChildProcess::kill_now() { state_->send_signal(SIGKILL); }
 
+std::optional<ExitStatus> ChildProcess::wait_exit(Duration timeout) {
+    if (auto status = state_->reap(false)) return status;
+    if (!state_->wait_exit(timeout)) return std::nullopt;
+    return state_->reap(true);
+}
+
 ExitStatus ChildProcess::terminate(Duration grace) {
     if (auto status = state_->reap(false)) return *status;
     state_->send_signal(SIGTERM);

@@ -48,6 +48,8 @@ public:
 
     // Non-blocking: the exit status once the child has exited (reaps it).
     [[nodiscard]] std::optional<ExitStatus> poll_exit();
+    // Blocks until the child exits (reaping it) or `timeout` passes (nullopt).
+    [[nodiscard]] std::optional<ExitStatus> wait_exit(Duration timeout);
     // Sends SIGTERM, waits up to `grace`, then SIGKILL; returns the exit status.
     ExitStatus terminate(Duration grace = Duration(5000));
     void kill_now();  // SIGKILL, for tests of supervision

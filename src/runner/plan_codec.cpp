@@ -86,6 +86,7 @@ Value process_to_value(const config::ProcessPlan& process) {
             {"rank", process.tp->rank},
             {"size", process.tp->size},
             {"rendezvous", process.tp->rendezvous},
+            {"endpoint", process.tp->endpoint},
         });
     }
     return Value(Map{

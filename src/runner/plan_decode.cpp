@@ -218,6 +218,10 @@ Result<config::TpRank> tp_from_value(const Value& value, const std::string& path
                                                ", got " + std::to_string(tp.rank));
     }
     OMNI_TRY(tp.rendezvous, f.string("rendezvous"));
+    OMNI_TRY(tp.endpoint, f.string("endpoint"));
+    if (tp.rank > 0 && tp.endpoint.empty()) {
+        return field_error(f.path("endpoint"), "a follower rank needs its control endpoint");
+    }
     OMNI_RETURN_IF_ERROR(f.finish());
     return tp;
 }

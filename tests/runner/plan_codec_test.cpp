@@ -81,6 +81,8 @@ void expect_same_plan(const RuntimePlan& a, const RuntimePlan& b) {
             EXPECT_EQ(x.tp->rank, y.tp->rank);
             EXPECT_EQ(x.tp->size, y.tp->size);
             EXPECT_EQ(x.tp->rendezvous, y.tp->rendezvous);
+            EXPECT_EQ(x.tp->endpoint, y.tp->endpoint);
+            EXPECT_EQ(x.tp->endpoint, y.tp->endpoint);
         }
         EXPECT_EQ(x.relay_rank, y.relay_rank);
     }
@@ -195,7 +197,11 @@ RuntimePlan full_plan() {
         {.name = "pb-1",
          .stages = {"b"},
          .gpu = 1,
-         .tp = config::TpRank{.stage = "b", .rank = 1, .size = 2, .rendezvous = "tcp://h:1"},
+         .tp = config::TpRank{.stage = "b",
+                              .rank = 1,
+                              .size = 2,
+                              .rendezvous = "tcp://h:1",
+                              .endpoint = "tcp://h:2"},
          .relay_rank = -1},
     };
     plan.edges = {{.from = "a", .to = "b", .kind = config::EdgeKind::normal},
@@ -234,6 +240,7 @@ TEST(PlanCodec, RoundTripsEveryField) {
     EXPECT_EQ(decoded.scheme, config::EndpointScheme::tcp);
     EXPECT_EQ(decoded.processes[2].tp->rank, 1);
     EXPECT_EQ(decoded.processes[2].relay_rank, -1);
+    EXPECT_EQ(decoded.processes[2].tp->endpoint, "tcp://h:2");
     EXPECT_EQ(decoded.edges[1].kind, config::EdgeKind::stream);
     EXPECT_EQ(decoded.stages[0].factory_args.at("nested"), Value(Map{{"bytes", Bytes{{1, 2, 3}}}}));
     EXPECT_FALSE(decoded.processes[0].tp.has_value());
@@ -345,6 +352,8 @@ TEST_F(PlanValue, OutOfRangeNumbers) {
         {{"processes", 0, "relay_rank"}, Value(-2), "processes[0].relay_rank"},
         {{"processes", 2, "tp", "rank"}, Value(2), "processes[2].tp.rank: must be below size 2"},
         {{"processes", 2, "tp", "size"}, Value(0), "processes[2].tp.size"},
+        {{"processes", 2, "tp", "endpoint"}, Value(""),
+         "processes[2].tp.endpoint: a follower rank needs its control endpoint"},
     };
     for (const auto& c : cases) {
         value = plan_to_value(full_plan());

@@ -1,0 +1,205 @@
+#include "runner/pipeline.h"
+
+#include <spdlog/spdlog.h>
+
+#include <mutex>
+
+#include "config/load.h"
+#include "config/runtime_dir.h"
+#include "pipeline/stage_host.h"
+#include "runner/builtins.h"
+#include "runner/child_process.h"
+#include "runner/plan_codec.h"
+
+namespace omnirt::runner {
+
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+std::chrono::milliseconds remaining(Clock::time_point deadline) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    return std::max(left, std::chrono::milliseconds(0));
+}
+
+}  // namespace
+
+struct Pipeline::State {
+    PipelineOptions options;
+    // Destroyed last: the runtime directory holds the sockets and the plan file.
+    std::unique_ptr<config::RuntimeDirectory> runtime_dir;
+    std::shared_ptr<const config::RuntimePlan> plan;
+    std::unique_ptr<pipeline::Coordinator> coordinator;
+    std::vector<std::unique_ptr<ChildProcess>> children;
+    std::vector<std::unique_ptr<pipeline::StageHost>> hosts;
+    std::unique_ptr<Supervisor> supervisor;
+    std::mutex stop_mutex;
+    bool stopped = false;
+
+    void on_child_exit(const std::string& process, const ExitStatus& status) {
+        const config::ProcessPlan* plan_process = plan->find_process(process);
+        std::vector<std::string> stages;
+        if (plan_process != nullptr) stages = plan_process->stages;
+        spdlog::error("process '{}' ({}) {}", process, fmt_stages(stages), status.to_string());
+        if (coordinator) {
+            coordinator->mark_stages_down(stages, "process '" + process + "' " + status.to_string());
+        }
+    }
+
+    static std::string fmt_stages(const std::vector<std::string>& stages) {
+        std::string out = "stages";
+        for (const auto& stage : stages) out += " " + stage;
+        return out;
+    }
+
+    Status start_children(Clock::time_point deadline) {
+        const std::string plan_path = runtime_dir->path() + "/plan.msgpack";
+        OMNI_RETURN_IF_ERROR(write_plan_file(*plan, plan_path));
+        std::string binary = options.binary.empty() ? "/proc/self/exe" : options.binary;
+        State* raw = this;
+        OMNI_TRY(supervisor,
+                 Supervisor::create([raw](const std::string& name, const ExitStatus& status) {
+                     raw->on_child_exit(name, status);
+                 }));
+        for (const auto& process : plan->processes) {
+            OMNI_TRY(auto child,
+                     ChildProcess::spawn({.name = process.name,
+                                          .binary = binary,
+                                          .args = {"stage-process", "--plan", plan_path, "--process",
+                                                   process.name}}));
+            children.push_back(std::move(child));
+        }
+        for (auto& child : children) {
+            Status ready = child->wait_ready(remaining(deadline));
+            if (!ready) return fail(ready.error());  // names the process already
+            OMNI_RETURN_IF_ERROR(supervisor->watch(child.get()));
+        }
+        return {};
+    }
+
+    void stop_all() {
+        std::lock_guard lock(stop_mutex);
+        if (stopped) return;
+        stopped = true;
+        // Exits from here on are expected: stop watching before anything is shut down.
+        if (supervisor) supervisor->stop();
+        if (coordinator) coordinator->stop();  // shutdown message to every stage
+        for (auto& host : hosts) host->stop();
+        hosts.clear();
+        // The shutdown message makes every child exit by itself; SIGTERM (then SIGKILL) only
+        // for one that does not within the grace period.
+        const auto grace_end = Clock::now() + options.shutdown_grace;
+        for (auto& child : children) {
+            std::optional<ExitStatus> exited = child->wait_exit(remaining(grace_end));
+            ExitStatus status = exited ? *exited : child->terminate(options.shutdown_grace);
+            if (!status.exited || status.code != 0) {
+                spdlog::warn("process '{}' {} at shutdown", child->name(), status.to_string());
+            }
+        }
+        children.clear();
+        coordinator.reset();
+        runtime_dir.reset();  // removes the sockets, the plan file and the directory
+    }
+};
+
+namespace {
+
+pipeline::CoordinatorOptions coordinator_options(const config::RuntimePlan& plan,
+                                                 const PipelineOptions& options) {
+    pipeline::CoordinatorOptions out{.coordinator_endpoint = plan.coordinator_endpoint,
+                                     .abort_endpoint = plan.abort_endpoint,
+                                     .entry_stage = plan.entry_stage,
+                                     .terminal_stages = plan.terminal_stages,
+                                     .terminal_stages_fn = plan.terminal_stages_fn,
+                                     .max_live_requests = options.max_live_requests};
+    for (const auto& stage : plan.stages) out.stage_endpoints[stage.name] = stage.endpoint;
+    // A stage is reported dead after missing a few heartbeats.
+    out.heartbeat_timeout = std::max(options.heartbeat_interval * 5, std::chrono::milliseconds(2000));
+    return out;
+}
+
+
+}  // namespace
+
+Result<std::unique_ptr<Pipeline>> Pipeline::start(const config::PipelineConfig& config,
+                                                  PipelineOptions options) {
+    OMNI_RETURN_IF_ERROR(register_builtins());
+    auto state = std::make_unique<State>();
+    state->options = options;
+    std::string base =
+        options.runtime_base.empty() ? config::runtime_base_path(config.endpoints) : options.runtime_base;
+    OMNI_TRY(state->runtime_dir, config::RuntimeDirectory::create(base));
+    OMNI_TRY(config::RuntimePlan plan,
+             config::prepare_runtime(config, {.runtime_dir = state->runtime_dir->path()}));
+    state->plan = std::make_shared<const config::RuntimePlan>(std::move(plan));
+    const auto deadline = Clock::now() + options.startup_timeout;
+
+    OMNI_TRY(state->coordinator,
+             pipeline::Coordinator::create(coordinator_options(*state->plan, options)));
+    OMNI_RETURN_IF_ERROR(state->coordinator->start());
+    std::unique_ptr<Pipeline> pipeline(new Pipeline(std::move(state)));
+    State& s = *pipeline->state_;
+
+    if (options.placement == Placement::in_process) {
+        pipeline::StageHostOptions host_options{.relay_timeout = options.relay_timeout,
+                                                .heartbeat_interval = options.heartbeat_interval};
+        for (const auto& process : s.plan->processes) {
+            OMNI_TRY(auto host, pipeline::StageHost::create(s.plan, process.name, host_options));
+            OMNI_RETURN_IF_ERROR(host->start());
+            s.hosts.push_back(std::move(host));
+        }
+    } else {
+        OMNI_RETURN_IF_ERROR(s.start_children(deadline));
+    }
+    Status subscribed = s.coordinator->wait_for_stages(s.plan->stages.size(), remaining(deadline));
+    if (!subscribed) {
+        return fail(subscribed.error().with_context("pipeline '" + s.plan->name +
+                                                    "': stages did not connect in time"));
+    }
+    return pipeline;
+}
+
+
+Pipeline::Pipeline(std::unique_ptr<State> state) : state_(std::move(state)) {}
+
+Pipeline::~Pipeline() { stop(); }
+
+pipeline::Coordinator& Pipeline::coordinator() { return *state_->coordinator; }
+
+const config::RuntimePlan& Pipeline::plan() const { return *state_->plan; }
+
+Result<StagePayload> Pipeline::submit(const std::string& request_id, OmniRequest request,
+                                      pipeline::RequestOptions options) {
+    return state_->coordinator->submit(request_id, std::move(request), options);
+}
+
+Result<std::unique_ptr<pipeline::RequestStream>> Pipeline::stream(const std::string& request_id,
+                                                                  OmniRequest request,
+                                                                  pipeline::RequestOptions options) {
+    return state_->coordinator->stream(request_id, std::move(request), options);
+}
+
+Status Pipeline::abort(const std::string& request_id, const std::string& reason) {
+    return state_->coordinator->abort(request_id, reason);
+}
+
+pipeline::HealthReport Pipeline::health() const { return state_->coordinator->health(); }
+
+std::map<std::string, int> Pipeline::process_ids() const {
+    std::map<std::string, int> out;
+    for (const auto& child : state_->children) out[child->name()] = child->pid();
+    return out;
+}
+
+void Pipeline::stop() { state_->stop_all(); }
+
+Result<std::unique_ptr<Pipeline>> start_pipeline_file(const std::string& path,
+                                                      const std::vector<std::string>& overrides,
+                                                      PipelineOptions options) {
+    OMNI_RETURN_IF_ERROR(register_builtins());
+    OMNI_TRY(config::PipelineConfig config,
+             config::load_pipeline_file(path, {.overrides = overrides}));
+    return Pipeline::start(config, std::move(options));
+}
+
+}  // namespace omnirt::runner
