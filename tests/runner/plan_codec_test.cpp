@@ -352,7 +352,8 @@ TEST_F(PlanValue, OutOfRangeNumbers) {
         {{"processes", 0, "relay_rank"}, Value(-2), "processes[0].relay_rank"},
         {{"processes", 2, "tp", "rank"}, Value(2), "processes[2].tp.rank: must be below size 2"},
         {{"processes", 2, "tp", "size"}, Value(0), "processes[2].tp.size"},
-        {{"processes", 2, "tp", "endpoint"}, Value(""),
+        {{"processes", 2, "tp", "endpoint"},
+         Value(""),
          "processes[2].tp.endpoint: a follower rank needs its control endpoint"},
     };
     for (const auto& c : cases) {
