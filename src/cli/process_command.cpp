@@ -20,11 +20,9 @@
 #include "config/plugins.h"
 #include "config/runtime_plan.h"
 #include "core/registry.h"
+#include "pipeline/stage_host.h"
 #include "runner/builtins.h"
 #include "runner/plan_codec.h"
-#if defined(OMNIRT_HAVE_STAGE_HOST)
-#include "pipeline/stage_host.h"
-#endif
 #if defined(OMNIRT_HAVE_C10D_RELAY)
 #include "relay/gloo/c10d_relay.h"
 #endif
@@ -216,7 +214,6 @@ int run_stage_process(const std::string& plan_path, const std::string& process_n
     if (!signals) return failed(signals.error());
     auto plan = prepare(plan_path, process_name);
     if (!plan) return failed(plan.error());
-#if defined(OMNIRT_HAVE_STAGE_HOST)
     auto host = pipeline::StageHost::create(*plan, process_name);
     if (!host) return failed(host.error());
     pipeline::StageHost* raw_host = host->get();
@@ -233,9 +230,6 @@ int run_stage_process(const std::string& plan_path, const std::string& process_n
     (*host)->stop();
     spdlog::info("stopped");
     return 0;
-#else
-    return failed(Error{ErrorCode::unimplemented, "this omnirt was built without the stage host"});
-#endif
 }
 
 void add_stage_process_command(CLI::App& app, int& exit_code) {

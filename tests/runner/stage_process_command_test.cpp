@@ -11,11 +11,7 @@
 
 #include "config/runtime_dir.h"
 #include "config/runtime_plan.h"
-// The control plane comes with the stage host (runner links it through omnirt_pipeline).
-#if __has_include("pipeline/stage_host.cpp")
-#define OMNIRT_TEST_HAVE_STAGE_HOST 1
 #include "control/control_plane.h"
-#endif
 #include "relay/registry.h"
 #include "runner/builtins.h"
 #include "runner/child_process.h"
@@ -30,7 +26,6 @@ using testing::omnirt_binary;
 using testing::run_command;
 
 constexpr milliseconds kHangGuard{30000};
-constexpr const char* kUnbuiltHost = "built without the stage host";
 
 bool contains(const std::string& text, const std::string& part) {
     return text.find(part) != std::string::npos;
@@ -176,9 +171,6 @@ TEST_F(StageProcessCommand, OneStagePipelineGetsReadyAndStopsOnSigterm) {
     auto child = spawn_stage_process("solo");
     ASSERT_NE(child, nullptr);
     auto ready = child->wait_ready(kHangGuard);
-    if (!ready && contains(ready.error().message, kUnbuiltHost)) {
-        GTEST_SKIP() << "pipeline::StageHost is not built yet: " << ready.error().message;
-    }
     ASSERT_TRUE(ready.has_value()) << ready.error().message;
     int pid = child->pid();
     ExitStatus status = child->terminate(kHangGuard);
@@ -195,9 +187,6 @@ TEST_F(StageProcessCommand, StageHostFailuresNameTheStage) {
     ASSERT_NE(child, nullptr);
     auto ready = child->wait_ready(kHangGuard);
     ASSERT_FALSE(ready.has_value());
-    if (contains(ready.error().message, kUnbuiltHost)) {
-        GTEST_SKIP() << "pipeline::StageHost is not built yet: " << ready.error().message;
-    }
     EXPECT_TRUE(contains(ready.error().message, "no.such.factory")) << ready.error().message;
     EXPECT_TRUE(contains(ready.error().message, "only")) << ready.error().message;
     ExitStatus status = wait_exit(*child);
@@ -205,16 +194,12 @@ TEST_F(StageProcessCommand, StageHostFailuresNameTheStage) {
     EXPECT_EQ(status.code, 1);
 }
 
-#if defined(OMNIRT_TEST_HAVE_STAGE_HOST)
 TEST_F(StageProcessCommand, OneStagePipelineStopsOnAShutdownMessage) {
     config::RuntimePlan plan = one_stage_plan();
     ASSERT_TRUE(write_plan_file(plan, plan_path).has_value());
     auto child = spawn_stage_process("solo");
     ASSERT_NE(child, nullptr);
     auto ready = child->wait_ready(kHangGuard);
-    if (!ready && contains(ready.error().message, kUnbuiltHost)) {
-        GTEST_SKIP() << "pipeline::StageHost is not built yet: " << ready.error().message;
-    }
     ASSERT_TRUE(ready.has_value()) << ready.error().message;
     auto control = control::ControlPlane::create();
     ASSERT_TRUE(control.has_value());
@@ -228,7 +213,6 @@ TEST_F(StageProcessCommand, OneStagePipelineStopsOnAShutdownMessage) {
     EXPECT_EQ(status.code, 0);
     (*control)->stop();
 }
-#endif
 
 TEST(RegisterBuiltins, IsIdempotentAndRegistersBackendsAndTestStages) {
     ASSERT_TRUE(register_builtins().has_value());
