@@ -7,6 +7,7 @@
 #include "config/load.h"
 #include "config/runtime_dir.h"
 #include "pipeline/stage_host.h"
+#include "relay/shm/segment.h"
 #include "runner/builtins.h"
 #include "runner/child_process.h"
 #include "runner/plan_codec.h"
@@ -41,6 +42,10 @@ struct Pipeline::State {
         std::vector<std::string> stages;
         if (plan_process != nullptr) stages = plan_process->stages;
         spdlog::error("process '{}' ({}) {}", process, fmt_stages(stages), status.to_string());
+        // A killed process cannot unlink its shared memory: do it for it.
+        for (const auto& child : children) {
+            if (child->name() == process) relay::shm::remove_segments_of_dead_process(child->pid());
+        }
         if (coordinator) {
             coordinator->mark_stages_down(stages, "process '" + process + "' " + status.to_string());
         }
@@ -98,6 +103,11 @@ struct Pipeline::State {
         }
         children.clear();
         coordinator.reset();
+        if (runtime_dir) {
+            // Segments of children that were killed (their own close() unlinks the rest).
+            auto removed = relay::shm::remove_stale_segments(relay::shm::instance_tag(runtime_dir->path()));
+            if (!removed) spdlog::warn("stale segments: {}", removed.error().message);
+        }
         runtime_dir.reset();  // removes the sockets, the plan file and the directory
     }
 };
