@@ -241,6 +241,19 @@ TEST_F(ChildProcessTest, BlockedAndIgnoredSignalsAreResetInTheChild) {
     EXPECT_EQ(child->terminate(kHangGuard).signal, SIGTERM);
 }
 
+TEST_F(ChildProcessTest, WaitExitTimesOutThenReaps) {
+    auto child = spawn_sh("waited", "echo ready >&3; exec sleep 1000");
+    ASSERT_TRUE(child->wait_ready(kHangGuard).has_value());
+    EXPECT_FALSE(child->wait_exit(milliseconds(50)).has_value());  // still running
+    child->kill_now();
+    auto status = child->wait_exit(kHangGuard);
+    ASSERT_TRUE(status.has_value());
+    EXPECT_EQ(status->signal, SIGKILL);
+    // Reaped: later calls return the same status at once.
+    EXPECT_EQ(child->wait_exit(milliseconds(0))->signal, SIGKILL);
+    EXPECT_EQ(child->terminate(kHangGuard).signal, SIGKILL);
+}
+
 TEST_F(ChildProcessTest, TerminateEscalatesToSigkillAfterTheGrace) {
     // An ignored SIGTERM survives exec, so sleep ignores it.
     auto child = spawn_sh("stubborn", "trap '' TERM; echo ready >&3; exec sleep 1000");
