@@ -170,12 +170,16 @@ void Stage::stop() {
     if (s.stopped) return;
     s.stopped = true;
     if (s.registered_local) s.options.local->remove(s.name);
-    // Order: no new events; the relay closes before the scheduler stops so that an output thread
-    // blocked on credits (a receiver that is gone) wakes up; the control plane last, so that
-    // what the threads sent is flushed.
+    // Order: the stage thread ends after the event it is handling (a full scheduler inbox or a
+    // relay wait cannot hold it: both are closed first); the relay closes before the scheduler
+    // stops so that an output thread blocked on credits (a receiver that is gone) wakes up; the
+    // control plane goes last, so that what the threads sent is flushed. Events still queued
+    // are dropped.
+    s.stopping.store(true);
     s.events.close();
-    if (s.stage_thread.joinable()) s.stage_thread.join();
+    s.scheduler->inbox().close();
     s.relay->close();
+    if (s.stage_thread.joinable()) s.stage_thread.join();
     s.scheduler->stop();
     s.scheduler->outbox().close();  // in case the scheduler never started
     if (s.output_thread.joinable()) s.output_thread.join();

@@ -18,7 +18,7 @@ struct Overloaded : Ts... {
 
 void Stage::State::run_stage_thread() {
     Clock::time_point next_heartbeat = Clock::now() + options.heartbeat_interval;
-    while (true) {
+    while (!stopping.load()) {
         Clock::time_point deadline = next_heartbeat;
         if (auto fan_in = input->next_deadline()) deadline = std::min(deadline, *fan_in);
         std::optional<StageEvent> event = events.pop_until(deadline);

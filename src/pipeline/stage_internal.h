@@ -130,6 +130,7 @@ struct Stage::State {
     std::thread output_thread;
     std::thread put_thread;
 
+    std::atomic<bool> stopping{false};  // stop() began: the stage thread leaves its loop
     std::atomic<bool> shutdown_requested{false};
     std::atomic<std::int64_t> pending_fan_in{0};
     std::atomic<std::int64_t> processed{0};

@@ -447,6 +447,25 @@ TEST_F(StageTest, ProfilerRecordsRelaySpans) {
     EXPECT_NE(text.find("relay_put"), std::string::npos);
 }
 
+TEST_F(StageTest, StopDoesNotHangWhileASenderWaitsForCredits) {
+    TestPlan plan = make_plan(kLinear);
+    ASSERT_TRUE(plan.plan);
+    auto coordinator = FakeCoordinator::create(*plan.plan);
+    auto produce = [](const IncomingMessage& message, FakeScheduler& self) {
+        self.emit_result(message.request_id, tensor_payload(message.request_id, 300000));
+    };
+    auto a = start_stage(plan, "a", {.handler = produce});
+    // b keeps the zero-copy views of a's only slot: a's next send waits for a credit.
+    auto b = start_stage(plan, "b", {.handler = FakeScheduler::hold()});
+    for (const char* id : {"r0", "r1", "r2"}) {
+        ASSERT_TRUE(coordinator->submit("a", id, Map{}).has_value());
+    }
+    ASSERT_TRUE(b.scheduler->wait_received_for("r0", 1));
+    a.stage->stop();
+    b.stage->stop();
+    EXPECT_TRUE(b.scheduler->received_for("r1").empty());
+}
+
 TEST_F(StageTest, CreateFailsForUnknownStagesAndStartTwice) {
     TestPlan plan = make_plan(kLinear);
     ASSERT_TRUE(plan.plan);
