@@ -2,9 +2,11 @@
 #include <CLI/CLI.hpp>
 #include <iostream>
 
+#include "cli/bench_pipeline_command.h"
 #include "cli/config_command.h"
 #include "cli/process_command.h"
 #include "cli/relay_commands.h"
+#include "cli/run_command.h"
 
 int main(int argc, char** argv) {
     CLI::App app{"omnirt: a serving runtime for omni models", "omnirt"};
@@ -15,6 +17,8 @@ int main(int argc, char** argv) {
     CLI::App* bench = app.add_subcommand("bench", "Benchmarks (print a table, optionally JSON)");
     bench->require_subcommand(1);
     omnirt::cli::add_bench_relay_command(*bench, exit_code);
+    omnirt::cli::add_bench_pipeline_command(*bench, exit_code);
+    omnirt::cli::add_run_command(app, exit_code);
     omnirt::cli::add_relay_peer_command(app, exit_code);
     omnirt::cli::add_stage_process_command(app, exit_code);
     try {

@@ -45,7 +45,7 @@ std::string describe(const PayloadHeader& header, std::size_t index) {
 
 // Checks the layout of every tensor_info entry against the buffer and makes the zero-copy
 // views, in tensor_info order.
-Result<std::vector<Tensor>> restore_tensors(const PayloadHeader& header, const Tensor& buffer,
+Result<std::vector<Tensor>> restore_tensors(const PayloadHeader& header, const Tensor& given,
                                             const DecodeLimits& limits) {
     const auto& infos = header.tensor_info;
     if (infos.size() > limits.max_tensors) {
@@ -61,6 +61,12 @@ Result<std::vector<Tensor>> restore_tensors(const PayloadHeader& header, const T
         }
         return std::vector<Tensor>();
     }
+    // Only empty tensors: there is nothing to transfer, so senders may pass no buffer at all.
+    Tensor empty_buffer;
+    if (!given.defined() && header.buffer_bytes == 0) {
+        OMNI_TRY(empty_buffer, Tensor::empty({0}, DType::u8));
+    }
+    const Tensor& buffer = given.defined() ? given : empty_buffer;
     if (!buffer.defined() || buffer.dtype() != DType::u8 || buffer.dim() != 1 ||
         !buffer.is_contiguous()) {
         return fail(ErrorCode::invalid_argument,

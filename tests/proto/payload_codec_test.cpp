@@ -95,6 +95,19 @@ TEST(PayloadCodec, TensorFreePayloadNeedsNoBuffer) {
     EXPECT_TRUE(*decoded == payload);
 }
 
+TEST(PayloadCodec, EmptyTensorsNeedNoBufferEither) {
+    StagePayload payload{.request_id = "r",
+                         .request = {},
+                         .data = Map{{"empty", Tensor::empty({0, 4}, DType::f32).value()}}};
+    EncodedPayload encoded = encode_ok(payload);
+    EXPECT_EQ(encoded.header.buffer_bytes, 0u);
+    ASSERT_EQ(encoded.header.tensor_info.size(), 1u);
+    auto decoded = decode_payload(encoded.header, Tensor());
+    ASSERT_TRUE(decoded.has_value()) << decoded.error().to_string();
+    EXPECT_TRUE(*decoded == payload);
+    EXPECT_EQ(decoded->data.find("empty")->as_tensor().shape(), (Shape{0, 4}));
+}
+
 TEST(PayloadCodec, DecodedTensorsAreZeroCopyViewsOfTheBuffer) {
     RandomValues random(23);
     StagePayload payload = every_dtype_payload(random);
