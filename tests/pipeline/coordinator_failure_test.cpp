@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <stdexcept>
 #include <thread>
 
 #include "pipeline/coordinator.h"
@@ -316,6 +317,38 @@ TEST_F(CoordinatorFailureTest, StartFailsOnABadEndpoint) {
     auto refused = (*coordinator)->start_request("r", make_request(1), {}, log.callback());
     ASSERT_FALSE(refused.has_value());
     EXPECT_EQ(refused.error().code, ErrorCode::unavailable);
+}
+
+TEST_F(CoordinatorFailureTest, StopWithoutStartAndUnknownStagesDown) {
+    auto created = Coordinator::create(options({"a"}, {"a"}));
+    ASSERT_TRUE(created.has_value());
+    (*created)->mark_stages_down({"nobody"}, "never existed");
+    EXPECT_FALSE((*created)->health().healthy);
+    (*created)->stop();
+    (*created)->stop();
+    auto start_after_stop = (*created)->start();
+    ASSERT_FALSE(start_after_stop.has_value());
+    EXPECT_EQ(start_after_stop.error().code, ErrorCode::failed_precondition);
+}
+
+TEST_F(CoordinatorFailureTest, ACallbackThatThrowsDoesNotStopTheCoordinator) {
+    auto& coordinator = start(options({"a"}, {"a"}));
+    auto& a = add_stage("a");
+    EventLog log;
+    auto inner = log.callback();
+    auto throwing = [inner](RequestEvent event) {
+        bool chunk = !event.terminal();
+        inner(std::move(event));
+        if (chunk) throw std::runtime_error("client bug");
+    };
+    ASSERT_TRUE(coordinator.start_request("r", make_request(1), {}, throwing).has_value());
+    ASSERT_TRUE(a.chunk("r", 0, "x").has_value());
+    ASSERT_TRUE(a.complete("r", StagePayload{.data = "done"}).has_value());
+    ASSERT_TRUE(log.wait_for_terminals(1));
+    auto events = log.events();
+    ASSERT_EQ(events.size(), 2u);
+    EXPECT_EQ(events[1].kind, RequestEvent::Kind::completed);
+    EXPECT_EQ(events[1].result.data, Value("done"));
 }
 
 }  // namespace
