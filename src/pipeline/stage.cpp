@@ -246,11 +246,6 @@ bool Stage::State::is_closed(const std::string& request_id) const {
     return book.closed(request_id);
 }
 
-bool Stage::State::is_dropped(const std::string& request_id) const {
-    std::lock_guard lock(book_mutex);
-    return book.dropped.contains(request_id);
-}
-
 void Stage::State::send(const std::string& endpoint, const proto::ControlMessage& message) {
     if (!control) return;
     if (auto status = control->send(endpoint, message); !status) {

@@ -148,7 +148,6 @@ struct Stage::State {
     // Aborts the request in this stage without reporting (abort message, upstream stream error).
     void drop_request(const std::string& request_id);
     [[nodiscard]] bool is_closed(const std::string& request_id) const;
-    [[nodiscard]] bool is_dropped(const std::string& request_id) const;
     void send(const std::string& endpoint, const proto::ControlMessage& message);
     void send_to_coordinator(const proto::ControlMessage& message);
     void send_stream_signal(const std::string& target, const std::string& request_id, bool done,

@@ -50,8 +50,9 @@ Result<std::vector<std::string>> checked_targets(std::vector<std::string> target
 
 void Stage::State::run_output_thread() {
     while (std::optional<OutgoingMessage> message = scheduler->outbox().pop()) {
-        if (is_dropped(message->request_id)) {
-            dropped_messages.fetch_add(1);  // aborted or failed: its outputs go nowhere
+        if (is_closed(message->request_id)) {
+            // Aborted, failed, or already finished (a second result): its outputs go nowhere.
+            dropped_messages.fetch_add(1);
             continue;
         }
         switch (message->kind) {

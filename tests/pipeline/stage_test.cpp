@@ -200,6 +200,24 @@ TEST_F(StageTest, SchedulerErrorReachesTheCoordinatorWithTheStageName) {
     EXPECT_EQ(coordinator->completes_for("bad"), 1u);
 }
 
+TEST_F(StageTest, ASecondResultForARequestIsDropped) {
+    TestPlan plan = make_plan(kLinear);
+    ASSERT_TRUE(plan.plan);
+    auto coordinator = FakeCoordinator::create(*plan.plan);
+    auto twice = [](const IncomingMessage& message, FakeScheduler& self) {
+        self.emit_result(message.request_id, *message.payload);
+        self.emit_result(message.request_id, *message.payload);
+    };
+    auto c = start_stage(plan, "c", {.handler = twice});
+    ASSERT_TRUE(coordinator->submit("c", "r", Map{}).has_value());
+    ASSERT_TRUE(coordinator->submit("c", "next", Map{}).has_value());
+    // The output thread handles results in order: once "next" completed, r's second was seen.
+    ASSERT_TRUE(coordinator->wait_complete("next").has_value());
+    EXPECT_EQ(coordinator->completes_for("r"), 1u);
+    EXPECT_EQ(c.stage->stats().processed, 2);
+    EXPECT_GE(c.stage->stats().dropped_messages, 1);
+}
+
 TEST_F(StageTest, RouteFnOutsideNextFailsTheRequest) {
     TestPlan plan = make_plan(R"(
 model_path: /models/test
