@@ -107,6 +107,9 @@ class SimpleScheduler final : public Scheduler {
     // Queued work is dropped, running work sees aborted() and its results are dropped; waits for
     // the running compute calls to return.
     void stop() override;
+    // Removes the request's queued items and marks its running items (their emits and results
+    // are dropped; Emitter::aborted() turns true). new_request messages of the id that arrive
+    // later are dropped too (the last 4096 aborted ids are remembered).
     void abort(const std::string& request_id) override;
     // Queued items (inbox) + running items.
     [[nodiscard]] std::size_t active_requests() const override;
