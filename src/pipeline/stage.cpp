@@ -87,6 +87,10 @@ Result<std::unique_ptr<Stage>> Stage::create(StageOptions options,
                                              std::shared_ptr<Tracer> tracer) {
     if (!options.plan) return fail(ErrorCode::invalid_argument, "stage options have no plan");
     if (!scheduler) return fail(ErrorCode::invalid_argument, "stage needs a scheduler");
+    if (options.heartbeat_interval.count() <= 0 || options.relay_timeout.count() <= 0) {
+        return fail(ErrorCode::invalid_argument,
+                    "stage heartbeat_interval and relay_timeout must be positive");
+    }
     if (!tracer) tracer = std::make_shared<Tracer>(options.stage_name);
     const config::StagePlan* plan = options.plan->find_stage(options.stage_name);
     if (plan == nullptr) {

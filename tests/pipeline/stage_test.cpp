@@ -493,6 +493,10 @@ TEST_F(StageTest, CreateFailsForUnknownStagesAndStartTwice) {
     EXPECT_EQ(missing.error().code, ErrorCode::not_found);
     auto no_scheduler = Stage::create({.plan = plan.plan, .stage_name = "a"}, nullptr, nullptr);
     EXPECT_FALSE(no_scheduler.has_value());
+    auto no_heartbeat = Stage::create(
+        {.plan = plan.plan, .stage_name = "a", .heartbeat_interval = std::chrono::milliseconds(0)},
+        std::make_unique<FakeScheduler>(), nullptr);
+    EXPECT_FALSE(no_heartbeat.has_value());
     auto a = start_stage(plan, "a");
     ASSERT_TRUE(a.stage);
     EXPECT_FALSE(a.stage->start().has_value());
