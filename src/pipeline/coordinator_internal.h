@@ -39,6 +39,11 @@ struct RequestEntry {
     // Guarded by CoordinatorCore::mutex_.
     RequestState state = RequestState::pending;
     std::map<std::string, StagePayload> results;  // terminal stage -> its payload
+    // Client-stream accounting (pipeline/client_stream.h): chunks received per stage, chunks
+    // the terminal results say were sent, and whether every terminal result is in.
+    std::map<std::string, std::int64_t> chunks_received;
+    std::map<std::string, std::int64_t> chunks_expected;
+    bool results_complete = false;
 
     // Guarded by delivery_mutex (recursive: a callback may end its own request).
     std::recursive_mutex delivery_mutex;
@@ -107,6 +112,9 @@ class CoordinatorCore {
     // Removes a live entry from the table and the deadline index and counts its final state.
     // False when `entry` is not the live request of its id.
     bool detach_locked(const std::shared_ptr<RequestEntry>& entry, RequestState final_state);
+    // When every terminal result is in and every client chunk they account for has arrived:
+    // detaches the entry and returns its completed event.
+    std::optional<RequestEvent> try_complete_locked(const std::shared_ptr<RequestEntry>& entry);
     // Detaches every live request (mutex_ held).
     std::vector<std::shared_ptr<RequestEntry>> detach_all_locked(RequestState final_state);
 

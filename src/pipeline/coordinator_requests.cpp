@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <exception>
 
+#include "pipeline/client_stream.h"
 #include "pipeline/coordinator_internal.h"
 
 namespace omnirt::pipeline::detail {
@@ -185,22 +186,16 @@ void CoordinatorCore::on_complete(proto::CompleteMessage message) {
                          message.request_id, message.from_stage);
             return;
         } else {
+            for (const auto& [stage, count] : recorded_client_chunks(message.result.request)) {
+                auto& expected = entry->chunks_expected[stage];
+                expected = std::max(expected, count);
+            }
             entry->results.emplace(message.from_stage, std::move(message.result));
             if (entry->results.size() < entry->terminals.size()) return;
-            detach_locked(entry, RequestState::completed);
-            event = terminal_event(*entry, RequestEvent::Kind::completed, Error{});
-            if (entry->terminals.size() == 1) {
-                event.result = std::move(entry->results.begin()->second);
-            } else {
-                Map merged;
-                for (auto& [stage, payload] : entry->results) {
-                    merged.emplace(stage, std::move(payload.data));
-                }
-                event.result = StagePayload{.request_id = entry->id,
-                                            .request = std::move(*entry->request),
-                                            .data = Value(std::move(merged))};
-            }
-            entry->results.clear();
+            entry->results_complete = true;
+            auto completed = try_complete_locked(entry);
+            if (!completed) return;  // chunks still on their way: on_stream finishes it
+            event = std::move(*completed);
         }
     }
     if (event.kind == RequestEvent::Kind::failed) {
@@ -230,7 +225,38 @@ void CoordinatorCore::on_stream(proto::StreamMessage message) {
     event.chunk_index = message.chunk_index;
     event.chunk = std::move(message.chunk);
     event.metadata = std::move(message.metadata);
+    const std::string from_stage = event.from_stage;
     deliver_chunk(entry, std::move(event));
+    std::optional<RequestEvent> completed;
+    {
+        std::lock_guard lock(mutex_);
+        ++entry->chunks_received[from_stage];
+        if (entry->results_complete) completed = try_complete_locked(entry);
+    }
+    if (completed) deliver_terminal(entry, std::move(*completed));
+}
+
+std::optional<RequestEvent> CoordinatorCore::try_complete_locked(
+    const std::shared_ptr<RequestEntry>& entry) {
+    for (const auto& [stage, expected] : entry->chunks_expected) {
+        auto received = entry->chunks_received.find(stage);
+        if (received == entry->chunks_received.end() || received->second < expected) {
+            return std::nullopt;
+        }
+    }
+    if (!detach_locked(entry, RequestState::completed)) return std::nullopt;
+    RequestEvent event = terminal_event(*entry, RequestEvent::Kind::completed, Error{});
+    if (entry->terminals.size() == 1) {
+        event.result = std::move(entry->results.begin()->second);
+    } else {
+        Map merged;
+        for (auto& [stage, payload] : entry->results) merged.emplace(stage, std::move(payload.data));
+        event.result = StagePayload{.request_id = entry->id,
+                                    .request = std::move(*entry->request),
+                                    .data = Value(std::move(merged))};
+    }
+    entry->results.clear();
+    return event;
 }
 
 bool CoordinatorCore::detach_locked(const std::shared_ptr<RequestEntry>& entry,
