@@ -48,6 +48,15 @@ Result<int> move_high(int fd) {
     return high;
 }
 
+// Closes fds [first, last] (async-signal-safe). close_range needs Linux 5.9; before that, a loop
+// over the fds a process may have open by default.
+void close_fds(unsigned first, unsigned last) {
+    if (first > last) return;
+    if (syscall(SYS_close_range, first, last, 0) == 0) return;
+    constexpr unsigned kFallbackLimit = 65536;
+    for (unsigned fd = first; fd <= last && fd < kFallbackLimit; ++fd) close(static_cast<int>(fd));
+}
+
 // Child side of spawn, between fork and execve: async-signal-safe calls only.
 [[noreturn]] void exec_child(int ready_fd, int exec_error_fd, pid_t parent, const char* binary,
                              char* const* argv, char* const* envp) {
@@ -71,10 +80,9 @@ Result<int> move_high(int fd) {
     if (getppid() != parent) _exit(127);
     if (dup2(ready_fd, kReadyFd) < 0) die(errno);  // dup2 clears FD_CLOEXEC on fd 3
     // Close everything above fd 3 except the exec error pipe, which is close-on-exec.
-    if (exec_error_fd > kReadyFd + 1) {
-        syscall(SYS_close_range, kReadyFd + 1, exec_error_fd - 1, 0);
-    }
-    syscall(SYS_close_range, exec_error_fd + 1, ~0U, 0);
+    auto error_fd = static_cast<unsigned>(exec_error_fd);
+    close_fds(kReadyFd + 1, error_fd - 1);
+    close_fds(error_fd + 1, ~0U);
     execve(binary, argv, envp);
     die(errno);
     _exit(127);
