@@ -109,7 +109,8 @@ std::string pipeline_bench_config(const PipelineBenchOptions& options) {
             << "\n";
         if (i == 0) {
             out << "    factory: test.tensor_producer\n";
-            out << "    factory_args: {bytes: " << options.payload_bytes << ", dtype: uint8}\n";
+            out << "    factory_args: {bytes: " << options.payload_bytes
+                << ", dtype: uint8, reuse: true}\n";
         } else if (i + 1 == options.stages) {
             out << "    factory: test.sink\n";
         } else {

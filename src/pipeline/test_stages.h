@@ -12,9 +12,10 @@
 //                          (an abort or stop ends the wait at once), then identity
 //   test.fail              fails with "test.fail: <arg message | default>" when arg always is true
 //                          or request.params["fail_stage"] names the stage; else identity
-//   test.tensor_producer   args {bytes: int = 0, dtype: string = "uint8"}, request param
-//                          payload_bytes overrides bytes: data = {"tensor": pattern tensor,
-//                          "input": input data}
+//   test.tensor_producer   args {bytes: int = 0, dtype: string = "uint8", reuse: bool = false},
+//                          request param payload_bytes overrides bytes: data = {"tensor":
+//                          pattern tensor, "input": input data}; with reuse the tensor is made
+//                          once (read-only) and shared by every request (for benchmarks)
 //   test.token_streamer    args {tokens: int = 8}, request param num_tokens overrides: emits
 //                          {"token": i, "text": "t<i> "} to the client and to every stream_to
 //                          stage, then data = {"text": concatenated texts, "tokens": n,

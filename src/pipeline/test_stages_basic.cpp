@@ -162,9 +162,24 @@ Result<std::unique_ptr<Scheduler>> tensor_producer_factory(const StageContext& c
     }
     auto dtype = parse_dtype(dtype_name);
     if (!dtype) return fail(dtype.error().with_context("stage '" + context.stage_name + "'"));
+    OMNI_TRY(bool reuse, bool_arg(context, "reuse", false));
+    // reuse: one read-only tensor made here and shared by every request, so a benchmark measures
+    // the runtime and not the pattern fill.
+    std::optional<Tensor> shared;
+    if (reuse) {
+        OMNI_TRY(Tensor made, make_pattern_tensor(static_cast<std::size_t>(bytes), *dtype));
+        auto owner = made.storage();
+        auto read_only = Storage::wrap(owner->data(), owner->nbytes(), owner->device(),
+                                       [owner](std::byte*) {}, /*read_only=*/true);
+        OMNI_TRY(shared, Tensor::from_storage(read_only, made.dtype(), made.shape()));
+    }
     return make_simple_scheduler(
         context,
-        [bytes, dtype = *dtype](const StagePayload& input, Emitter&) -> Result<StagePayload> {
+        [bytes, dtype = *dtype, shared](const StagePayload& input,
+                                        Emitter&) -> Result<StagePayload> {
+            if (shared && input.request.params.find("payload_bytes") == nullptr) {
+                return with_data(input, Value(Map{{"tensor", Value(*shared)}, {"input", input.data}}));
+            }
             std::int64_t size = bytes;
             if (const Value* param = input.request.params.find("payload_bytes")) {
                 const std::int64_t* value = param->if_int();

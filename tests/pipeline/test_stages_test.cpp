@@ -227,6 +227,21 @@ TEST_F(TestStagesTest, TensorProducerMakesThePatternTensor) {
     push("wrong type", Value(), Map{{"payload_bytes", Value("1k")}});
     EXPECT_NE(next_error().message.find("payload_bytes"), std::string::npos);
 
+    scheduler_->stop();
+
+    // reuse: one read-only tensor shared by every request.
+    start("test.tensor_producer", Map{{"bytes", Value(128)}, {"reuse", Value(true)}});
+    push("first", Value());
+    Value first = next_result();
+    push("second", Value());
+    Value second = next_result();
+    const Tensor& a = first.find("tensor")->as_tensor();
+    const Tensor& b = second.find("tensor")->as_tensor();
+    EXPECT_EQ(a.data(), b.data());
+    EXPECT_TRUE(a.read_only());
+    EXPECT_EQ(*first.find("tensor"), Value(*make_pattern_tensor(128, DType::u8)));
+    expect_factory_error("test.tensor_producer", Map{{"reuse", Value("yes")}}, "reuse");
+
     expect_factory_error("test.tensor_producer", Map{{"dtype", Value("float99")}}, "stage_a");
     expect_factory_error("test.tensor_producer", Map{{"bytes", Value(-8)}}, "'bytes'");
 }
