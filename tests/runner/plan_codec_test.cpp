@@ -499,6 +499,11 @@ TEST_F(PlanFile, ErrorsNameThePath) {
     EXPECT_NE(garbage.error().message.find("garbage"), std::string::npos);
     std::ofstream(dir + "/empty");
     EXPECT_FALSE(read_plan_file(dir + "/empty").has_value());
+    // A huge file is refused by its size, before anything is read (sparse: costs no disk).
+    std::filesystem::resize_file(std::filesystem::path(dir + "/empty"), std::uint64_t{65} << 20);
+    auto huge = read_plan_file(dir + "/empty");
+    ASSERT_FALSE(huge.has_value());
+    EXPECT_EQ(huge.error().code, ErrorCode::out_of_range);
     auto unwritable = write_plan_file(full_plan(), dir + "/no/such/dir/plan");
     ASSERT_FALSE(unwritable.has_value());
     EXPECT_NE(unwritable.error().message.find("no/such/dir"), std::string::npos);

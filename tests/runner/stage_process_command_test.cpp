@@ -146,6 +146,16 @@ TEST_F(StageProcessCommand, MissingArgumentsAreUsageErrors) {
     EXPECT_TRUE(contains(result.err, "--process")) << result.err;
 }
 
+TEST_F(StageProcessCommand, RunByHandWritesNothingToAnFd3ThatIsNotAPipe) {
+    std::string fd3_file = runtime_dir->path() + "/fd3";
+    auto result = run_command({"/bin/sh", "-c",
+                               "exec \"$0\" stage-process --plan \"$1\" --process solo 3>\"$2\"",
+                               omnirt_binary(), plan_path, fd3_file});
+    EXPECT_EQ(result.exit_code, 1);
+    EXPECT_TRUE(contains(result.err, "cannot read plan file")) << result.err;
+    EXPECT_EQ(std::filesystem::file_size(fd3_file), 0u);
+}
+
 TEST_F(StageProcessCommand, HiddenFromHelp) {
     auto result = run_command({omnirt_binary(), "--help"});
     EXPECT_EQ(result.exit_code, 0);
