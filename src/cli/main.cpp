@@ -1,5 +1,7 @@
 // The omnirt command line: one binary for every role (CLI tools, server, stage processes).
 #include <CLI/CLI.hpp>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
 #include <iostream>
 
 #include "cli/bench_pipeline_command.h"
@@ -9,6 +11,10 @@
 #include "cli/run_command.h"
 
 int main(int argc, char** argv) {
+    // Logs go to stderr: stdout carries command output (JSON, tables).
+    // (Unnamed, so a command may register a logger under any name, e.g. its process name.)
+    spdlog::set_default_logger(std::make_shared<spdlog::logger>(
+        "", std::make_shared<spdlog::sinks::stderr_color_sink_mt>()));
     CLI::App app{"omnirt: a serving runtime for omni models", "omnirt"};
     app.set_version_flag("--version", std::string("omnirt 0.1.0"));
     app.require_subcommand(1);
