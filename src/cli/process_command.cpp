@@ -23,14 +23,13 @@
 #include "pipeline/stage_host.h"
 #include "runner/builtins.h"
 #include "runner/plan_codec.h"
-#if defined(OMNIRT_HAVE_C10D_RELAY)
-#include "relay/gloo/c10d_relay.h"
-#endif
 
 namespace omnirt::cli {
 namespace {
 
 constexpr int kReadyFd = 3;
+// The parent reads at most 4096 bytes per ready line (runner/child_process.cpp).
+constexpr std::size_t kMaxReadyLine = 4000;
 
 // The write end of the ready pipe, when the runner gave us one as fd 3 (a FIFO). Run by hand,
 // fd 3 is closed or something else, and nothing is written.
@@ -53,6 +52,7 @@ class ReadyPipe {
         for (char& c : line) {
             if (c == '\n' || c == '\r') c = ' ';
         }
+        if (line.size() > kMaxReadyLine) line = line.substr(0, kMaxReadyLine) + "...";
         line += '\n';
         std::size_t written = 0;
         while (written < line.size()) {
@@ -185,12 +185,9 @@ Result<std::shared_ptr<const config::RuntimePlan>> prepare(const std::string& pl
         }
     }
     OMNI_RETURN_IF_ERROR(config::load_plugins(plan.plugins, Registry::global()));
+    // The gloo / nccl relay backends are not registered here: the first create_relay for them
+    // loads their libtorch-based plugin (relay/c10d_loader.h).
     OMNI_RETURN_IF_ERROR(runner::register_builtins());
-#if defined(OMNIRT_HAVE_C10D_RELAY)
-    if (auto status = relay::register_c10d_backends(); !status) {
-        return fail(status.error().with_context("registering the c10d relay backends"));
-    }
-#endif
     return std::make_shared<const config::RuntimePlan>(std::move(plan));
 }
 

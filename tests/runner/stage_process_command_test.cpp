@@ -156,6 +156,20 @@ TEST_F(StageProcessCommand, RunByHandWritesNothingToAnFd3ThatIsNotAPipe) {
     EXPECT_EQ(std::filesystem::file_size(fd3_file), 0u);
 }
 
+TEST_F(StageProcessCommand, LongErrorsAreShortenedOnTheReadyPipe) {
+    config::RuntimePlan plan = one_stage_plan();
+    plan.stages[0].factory = std::string(10000, 'f');
+    ASSERT_TRUE(write_plan_file(plan, plan_path).has_value());
+    auto child = spawn_stage_process("solo");
+    ASSERT_NE(child, nullptr);
+    auto ready = child->wait_ready(kHangGuard);
+    ASSERT_FALSE(ready.has_value());
+    EXPECT_NE(ready.error().code, ErrorCode::unavailable) << ready.error().message;
+    EXPECT_TRUE(contains(ready.error().message, "fff...")) << ready.error().message.size();
+    EXPECT_LT(ready.error().message.size(), 4200u);
+    EXPECT_EQ(wait_exit(*child).code, 1);
+}
+
 TEST_F(StageProcessCommand, HiddenFromHelp) {
     auto result = run_command({omnirt_binary(), "--help"});
     EXPECT_EQ(result.exit_code, 0);
