@@ -5,6 +5,7 @@
 
 #include "pipeline/local_dispatch.h"
 #include "pipeline/relay_io.h"
+#include "pipeline/client_stream.h"
 #include "pipeline/stage_internal.h"
 
 namespace omnirt::pipeline {
@@ -111,11 +112,21 @@ void Stage::State::on_result(const std::string& request_id,
             return;
         }
     }
+    std::int64_t client_chunks = 0;
     {
         // Finished before anything leaves, so late inputs for it are released from now on.
         std::lock_guard lock(book_mutex);
+        if (auto counters = book.counters.find(request_id); counters != book.counters.end()) {
+            client_chunks = counters->second.client_chunks;
+        }
         book.finished.insert(request_id);
         book.forget(request_id);
+    }
+    if (client_chunks > 0) {
+        // The coordinator holds the completion until these chunks arrived (client_stream.h).
+        StagePayload counted = *result;
+        record_client_chunks(counted.request, name, client_chunks);
+        result = std::make_shared<const StagePayload>(std::move(counted));
     }
     processed.fetch_add(1);
     // Done signals before the payload: a receiver sees chunks, done, then the payload.

@@ -4,6 +4,7 @@
 
 #include <thread>
 
+#include "pipeline/client_stream.h"
 #include "pipeline/coordinator.h"
 #include "pipeline/fake_stage.h"
 
@@ -206,6 +207,52 @@ TEST_F(CoordinatorStreamTest, StreamsEndedByStopDoNotTouchTheCoordinator) {
     EXPECT_EQ(event.kind, RequestEvent::Kind::failed);
     EXPECT_EQ(event.error.code, ErrorCode::unavailable);
     stream->reset();
+}
+
+}  // namespace
+}  // namespace omnirt::pipeline::testing
+
+namespace omnirt::pipeline::testing {
+namespace {
+
+TEST_F(CoordinatorStreamTest, ACompletionWaitsForTheClientChunksItAccountsFor) {
+    // "thinker" streams to the client, "decode" is the terminal stage; decode's completion
+    // overtakes the thinker's chunks (different connections), and says 3 were sent.
+    auto& coordinator = start(options({"thinker", "decode"}, {"decode"}));
+    auto& thinker = add_stage("thinker");
+    auto& decode = add_stage("decode");
+    auto stream = coordinator.stream("r", make_request("in"));
+    ASSERT_TRUE(stream.has_value()) << stream.error().to_string();
+    ASSERT_TRUE(thinker.wait_for_messages(1));
+    StagePayload result{.request_id = "r", .data = "text"};
+    record_client_chunks(result.request, "thinker", 3);
+    ASSERT_TRUE(decode.complete("r", result).has_value());
+    for (int i = 0; i < 3; ++i) {
+        ASSERT_TRUE(thinker.chunk("r", i, Value(i)).has_value());
+        RequestEvent event = next_event(**stream);
+        ASSERT_EQ(event.kind, RequestEvent::Kind::chunk) << "chunk " << i;
+        EXPECT_EQ(event.chunk_index, i);
+    }
+    RequestEvent end = next_event(**stream);
+    EXPECT_EQ(end.kind, RequestEvent::Kind::completed);
+    EXPECT_EQ(end.result.data, Value("text"));
+    EXPECT_EQ(coordinator.live_requests(), 0u);
+}
+
+TEST(ClientStream, RecordsAndReadsCountsIgnoringMalformedEntries) {
+    OmniRequest request;
+    EXPECT_TRUE(recorded_client_chunks(request).empty());
+    record_client_chunks(request, "a", 2);
+    record_client_chunks(request, "b", 5);
+    record_client_chunks(request, "a", 1);  // the larger count stays
+    EXPECT_EQ(recorded_client_chunks(request), (std::map<std::string, std::int64_t>{{"a", 2}, {"b", 5}}));
+    request.metadata[kClientChunksKey]["c"] = "many";
+    request.metadata[kClientChunksKey]["d"] = -4;
+    EXPECT_EQ(recorded_client_chunks(request).size(), 2u);
+    request.metadata = Map{{std::string(kClientChunksKey), Value("garbage")}};
+    EXPECT_TRUE(recorded_client_chunks(request).empty());
+    record_client_chunks(request, "a", 1);
+    EXPECT_EQ(recorded_client_chunks(request).at("a"), 1);
 }
 
 }  // namespace
