@@ -12,7 +12,8 @@
 // process manager around `omnirt serve`) decides.
 //
 // Thread safety: submit / stream / abort / health may be called from any thread; start and stop
-// from one owner thread.
+// from one owner thread, which must outlive the pipeline: children get PR_SET_PDEATHSIG, which
+// fires when the thread that started them exits.
 #include <chrono>
 #include <map>
 #include <memory>
