@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 
 #include "config/load.h"
 #include "core/registry.h"
@@ -29,6 +30,14 @@ Result<std::vector<std::string>> string_list(const Value* value, const std::stri
 void add(FunctionKind kind, const std::string& name, std::any callable) {
     (void)Registry::global().add(kind, name, RegistryEntry{.callable = std::move(callable)});
 }
+
+// Starts the process-wide threads some runtimes create lazily with the first thread (the
+// ThreadSanitizer runtime's background thread), so that tests comparing thread counts before
+// and after see only their own.
+const bool kLazyThreadsStarted = [] {
+    std::thread([] {}).join();
+    return true;
+}();
 
 }  // namespace
 
@@ -117,6 +126,18 @@ std::size_t thread_count() {
         ++count;
     }
     return count;
+}
+
+std::string thread_names() {
+    std::string out;
+    std::error_code error;
+    for (const auto& entry : std::filesystem::directory_iterator("/proc/self/task", error)) {
+        std::ifstream comm(entry.path() / "comm");
+        std::string name;
+        std::getline(comm, name);
+        out += (out.empty() ? "" : ", ") + name;
+    }
+    return out;
 }
 
 // --- FakeScheduler ---

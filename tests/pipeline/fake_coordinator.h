@@ -52,6 +52,8 @@ TestPlan make_plan(const std::string& yaml);
 std::vector<std::string> shm_segments_of_this_process();
 // Threads of this process (/proc/self/task).
 std::size_t thread_count();
+// Their names, for failure messages.
+std::string thread_names();
 
 // A Scheduler with one worker thread that calls `handler` for every inbox message. It records
 // every message and abort, and counts a request active from its first message until it emits
