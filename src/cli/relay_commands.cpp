@@ -11,21 +11,15 @@
 #include "bench/relay_bench.h"
 #include "bench/relay_peer.h"
 #include "relay/builtin.h"
-#if defined(OMNIRT_HAVE_C10D_RELAY)
-#include "relay/gloo/c10d_relay.h"
-#endif
 
 namespace omnirt::cli {
 
+// gloo and nccl are not registered here: create_relay loads their libtorch-based plugin on first
+// use (relay/c10d_loader.h), so that the commands that do not use them do not load libtorch.
 void register_relay_backends() {
     if (auto status = relay::register_builtin_backends(); !status) {
         spdlog::error("relay backends: {}", status.error().message);
     }
-#if defined(OMNIRT_HAVE_C10D_RELAY)
-    if (auto status = relay::register_c10d_backends(); !status) {
-        spdlog::error("relay backends: {}", status.error().message);
-    }
-#endif
 }
 
 void add_relay_peer_command(CLI::App& app, int& exit_code) {

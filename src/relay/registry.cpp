@@ -3,6 +3,8 @@
 #include <map>
 #include <mutex>
 
+#include "relay/c10d_loader.h"
+
 namespace omnirt::relay {
 namespace {
 
@@ -15,6 +17,16 @@ Backends& backends() {
     static Backends instance;
     return instance;
 }
+
+RelayFactory find_factory(const std::string& name) {
+    auto& b = backends();
+    std::lock_guard lock(b.mutex);
+    auto it = b.factories.find(name);
+    return it != b.factories.end() ? it->second : RelayFactory{};
+}
+
+// The backends in the libtorch-based c10d plugin (relay/c10d_loader.h), loaded on first use.
+bool is_c10d(const std::string& name) { return name == "gloo" || name == "nccl"; }
 
 // Why a backend the config accepts is missing from this build.
 std::string unavailable_reason(const std::string& name) {
@@ -37,18 +49,21 @@ Status register_backend(const std::string& name, RelayFactory factory) {
     auto& b = backends();
     std::lock_guard lock(b.mutex);
     if (!b.factories.emplace(name, std::move(factory)).second) {
-        return fail(ErrorCode::already_exists, "relay backend '" + name + "' is already registered");
+        return fail(ErrorCode::already_exists,
+                    "relay backend '" + name + "' is already registered");
     }
     return {};
 }
 
 Result<std::unique_ptr<Relay>> create_relay(const RelayOptions& options) {
-    RelayFactory factory;
-    {
-        auto& b = backends();
-        std::lock_guard lock(b.mutex);
-        auto it = b.factories.find(options.backend);
-        if (it != b.factories.end()) factory = it->second;
+    RelayFactory factory = find_factory(options.backend);
+    // Lazily loaded backends: the loader registers them (or explains why it cannot); it runs
+    // without the registry's lock, which its registration takes.
+    if (!factory && is_c10d(options.backend)) {
+        if (auto loaded = ensure_c10d_backends(); !loaded) {
+            return fail(loaded.error().with_context("relay backend '" + options.backend + "'"));
+        }
+        factory = find_factory(options.backend);
     }
     if (factory) return factory(options);
     for (const char* known : {"shm", "ucx", "gloo", "nccl", "nixl", "mooncake"}) {
