@@ -271,7 +271,10 @@ void Stage::State::run_put_waiter() {
             relay->cleanup(wait->request_id);
             continue;
         }
-        Status status = wait->put->wait_for_completion(options.relay_timeout);
+        // Delivery, not completion: a zero-copy receiver may keep its view of the data for as
+        // long as its computation needs (an AR stage holding input embeddings); the relay
+        // reuses the memory when the view goes, and cleanup no longer affects the receiver.
+        Status status = wait->put->wait_for_delivery(options.relay_timeout);
         if (!status && status.error().code != ErrorCode::aborted) {
             fail_request(wait->request_id,
                          status.error().with_context("relay put to stage '" + wait->target + "'"));

@@ -65,6 +65,13 @@ public:
     // Blocks until the receiver has finished reading, so the memory may be reused.
     // deadline_exceeded after `timeout`; aborted when cleanup(request_id) or close() ran.
     [[nodiscard]] virtual Status wait_for_completion(Duration timeout) = 0;
+    // Blocks until the receiver has taken the data: it holds a copy, or a zero-copy view that
+    // it may keep for as long as it likes (the backend reuses the memory when the view goes).
+    // After this, cleanup(request_id) on the sender no longer affects the receiver. Errors as
+    // wait_for_completion. Backends without zero-copy receivers wait for completion.
+    [[nodiscard]] virtual Status wait_for_delivery(Duration timeout) {
+        return wait_for_completion(timeout);
+    }
 };
 
 class GetOperation {

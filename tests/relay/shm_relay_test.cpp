@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <future>
+
 #include "relay/registry.h"
 #include "shm_test_support.h"
 
@@ -68,10 +70,13 @@ TEST_P(ShmRoundTripTest, DeliversTheBytes) {
 
     if (param.receive == Receive::zero_copy) {
         EXPECT_TRUE(received.read_only());
-        // The view holds the sender's memory: the put is not finished until it goes.
+        // The view holds the sender's memory: the put is not finished until it goes, but it
+        // was delivered, and cleanup on the sender leaves the view intact.
         auto early = (*put)->wait_for_completion(Duration(0));
         ASSERT_FALSE(early.has_value());
         EXPECT_EQ(early.error().code, ErrorCode::deadline_exceeded);
+        auto delivered = (*put)->wait_for_delivery(Duration(0));
+        EXPECT_TRUE(delivered.has_value()) << delivered.error().to_string();
         received = Tensor();
         get->reset();
     } else {
@@ -247,6 +252,38 @@ TEST_F(ShmRelayTest, NothingIsLeftInDevShmAfterClose) {
     EXPECT_TRUE(segments().empty()) << segments().front();
     EXPECT_EQ(held.nbytes(), kSlot * 2);  // still mapped after the names went
     EXPECT_EQ(held.data()[0], pattern(kSlot * 2, 3).data()[0]);
+}
+
+TEST_F(ShmRelayTest, DeliveryWaitsForTheReaderToClaimTheTransfer) {
+    auto sender = make(options("sender", kSlot, 1));
+    auto receiver = make(options("receiver", kSlot, 1, /*zero_copy=*/true));
+    ASSERT_TRUE(sender && receiver);
+    for (std::size_t nbytes : {std::size_t{100}, kSlot * 2}) {  // a slot, a dedicated segment
+        auto put = sender->put_async(pattern(nbytes, 5), "r");
+        ASSERT_TRUE(put.has_value()) << put.error().to_string();
+        auto undelivered = (*put)->wait_for_delivery(Duration(0));
+        ASSERT_FALSE(undelivered.has_value());
+        EXPECT_EQ(undelivered.error().code, ErrorCode::deadline_exceeded);
+        // A reader on another thread claims it while the sender waits (woken, not polled),
+        // and keeps its view until the sender has cleaned up.
+        std::promise<void> cleaned_up;
+        std::thread reader([&, done = cleaned_up.get_future()]() mutable {
+            auto get = receiver->get_async((*put)->metadata(), Tensor(), "r");
+            ASSERT_TRUE(get.has_value()) << get.error().to_string();
+            ASSERT_TRUE((*get)->wait_for_completion(kHangGuard).has_value());
+            Tensor view = (*get)->tensor();
+            done.wait();
+            EXPECT_TRUE(same_bytes(view, pattern(nbytes, 5)));
+        });
+        auto delivered = (*put)->wait_for_delivery(kHangGuard);
+        EXPECT_TRUE(delivered.has_value()) << delivered.error().to_string();
+        sender->cleanup("r");
+        cleaned_up.set_value();
+        reader.join();
+        // The view is gone: the one credit is back for the next put.
+    }
+    auto again = sender->put_async(pattern(10, 6), "r2");
+    ASSERT_TRUE(again.has_value()) << again.error().to_string();
 }
 
 TEST_F(ShmRelayTest, DestructorUnlinksLikeClose) {

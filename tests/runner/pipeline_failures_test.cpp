@@ -213,6 +213,26 @@ stages:
     EXPECT_FALSE(std::filesystem::exists(runtime_dir));
 }
 
+TEST(PipelineRelay, AStageMayHoldAZeroCopyInputLongerThanTheRelayTimeout) {
+    // `slow` keeps its zero-copy view of produce's 1 MiB tensor for 300 ms, three times the
+    // relay timeout: the sender waits for delivery, not for the view to go.
+    auto started = start_pipeline(R"(
+name: long-hold
+model_path: none
+stages:
+  - {name: produce, process: a, factory: test.tensor_producer, factory_args: {bytes: 1048576},
+     next: slow}
+  - {name: slow, process: b, factory: test.sleep, factory_args: {ms: 300}, next: last}
+  - {name: last, process: b, factory: test.sink, terminal: true}
+)",
+                                  Layout{Placement::in_process, false, "hold"},
+                                  {.relay_timeout = std::chrono::milliseconds(100)});
+    ASSERT_TRUE(started.has_value()) << started.error().to_string();
+    auto result = (*started)->submit("hold-1", OmniRequest{});
+    ASSERT_TRUE(result.has_value()) << result.error().to_string();
+    EXPECT_EQ(*result->data.find("tensor_bytes"), Value(1048576));
+}
+
 TEST(PipelineStartup, AFailingFactoryReportsTheStageAndLeavesNothingRunning) {
     auto started = start_pipeline(R"(
 name: bad-args

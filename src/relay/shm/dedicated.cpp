@@ -154,6 +154,7 @@ Status DedicatedSegment::claim(std::uint64_t offset, std::uint64_t nbytes) {
                             " bytes mapped)");
         }
         header().reader_pid.store(::getpid());
+        wake();  // a sender waiting for delivery (wait_for_delivery)
         return {};
     }
     switch (state_of(current)) {

@@ -344,6 +344,7 @@ Status Pool::claim(SlotTicket ticket, std::uint64_t offset, std::uint64_t nbytes
                         std::to_string(posted_nbytes));
     }
     slot.reader_pid.store(::getpid());
+    wake_slot(ticket.slot);  // a sender waiting for delivery (wait_for_delivery)
     return {};
 }
 

@@ -23,6 +23,9 @@ public:
     Status wait_for_completion(Duration timeout) override {
         return transfer_->wait(timeout, liveness_interval_);
     }
+    Status wait_for_delivery(Duration timeout) override {
+        return transfer_->wait(timeout, liveness_interval_, /*until_claimed=*/true);
+    }
 
 private:
     std::shared_ptr<Transfer> transfer_;

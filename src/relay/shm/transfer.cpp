@@ -61,7 +61,7 @@ void Transfer::abort() {
     }
 }
 
-Status Transfer::wait(Duration timeout, Duration liveness_interval) {
+Status Transfer::wait(Duration timeout, Duration liveness_interval, bool until_claimed) {
     const auto deadline = deadline_after(timeout);
     auto reader_gone = [] {
         return fail(ErrorCode::unavailable,
@@ -78,6 +78,10 @@ Status Transfer::wait(Duration timeout, Duration liveness_interval) {
         if (pool_) {
             observed = pool_->word(ticket_.slot);
             if (pool_->finished(ticket_)) return {};
+            if (until_claimed && SlotWord::state(observed) == SlotState::claimed &&
+                SlotWord::generation(observed) == ticket_.generation) {
+                return {};
+            }
             if (SlotWord::state(observed) == SlotState::claimed &&
                 reader_died(pool_->reader_pid(ticket_.slot))) {
                 pool_->reclaim_from_dead_readers();
@@ -89,6 +93,7 @@ Status Transfer::wait(Duration timeout, Duration liveness_interval) {
             if (!segment) return {};  // seen finished before
             observed = segment->state_word();
             auto state = DedicatedSegment::state_of(observed);
+            if (until_claimed && state == DedicatedState::claimed) return {};
             if (state == DedicatedState::done) {
                 segment->segment().unlink();
                 segment.reset();

@@ -33,8 +33,10 @@ public:
     // Makes waits fail with aborted and gives the memory back as soon as no reader holds it;
     // unlinks a dedicated segment. Idempotent.
     void abort();
-    // Blocks until finished: deadline_exceeded, aborted, or unavailable when the reader died.
-    [[nodiscard]] Status wait(Duration timeout, Duration liveness_interval);
+    // Blocks until finished (or, with `until_claimed`, until a reader has claimed it):
+    // deadline_exceeded, aborted, or unavailable when the reader died.
+    [[nodiscard]] Status wait(Duration timeout, Duration liveness_interval,
+                              bool until_claimed = false);
     // finished(), dropping a finished dedicated segment's mapping (may munmap: call it without
     // holding locks).
     bool release_if_finished();
