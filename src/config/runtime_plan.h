@@ -94,6 +94,9 @@ struct RuntimePlan {
     std::string runtime_dir;           // private per-instance directory (ipc sockets, stores)
     std::string coordinator_endpoint;  // coordinator PULL: completions and streams
     std::string abort_endpoint;        // coordinator PUB: abort broadcasts
+    // gloo / nccl relay world: "file://<runtime_dir>/relay.store" or "tcp://host:port"; empty
+    // for the other backends.
+    std::string relay_rendezvous;
 
     std::vector<StagePlan> stages;  // config order
     std::vector<ProcessPlan> processes;

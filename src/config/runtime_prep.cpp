@@ -46,9 +46,12 @@ public:
                         "shorter directory");
     }
 
-    Result<std::string> rendezvous(const std::string& stage) {
+    Result<std::string> rendezvous(const std::string& stage) { return store("tp-" + stage); }
+
+    // A c10d rendezvous: a file store in the runtime directory, or a TCP port of its own.
+    Result<std::string> store(const std::string& name) {
         if (endpoints_.scheme == EndpointScheme::tcp) return tcp();
-        return "file://" + runtime_dir_ + "/tp-" + stage + ".store";
+        return "file://" + runtime_dir_ + "/" + name + ".store";
     }
 
 private:
@@ -210,6 +213,22 @@ Result<RuntimePlan> prepare_runtime(const PipelineConfig& config, const PrepOpti
             .rank = relay.rank.value_or(plan.find_process(sp.process)->relay_rank),
             .world_size = relay.world_size.value_or(world),
         };
+    }
+
+    // gloo / nccl relays form one c10d process group over the processes that do external IO:
+    // one relay per process, so such a process hosts one stage (several would share a rank).
+    if (config.relay_backend == "gloo" || config.relay_backend == "nccl") {
+        for (const auto& process : plan.processes) {
+            if (process.relay_rank >= 0 && process.stages.size() > 1) {
+                std::string stages;
+                for (const auto& name : process.stages) stages += (stages.empty() ? "" : ", ") + name;
+                return fail(ErrorCode::unimplemented,
+                            "relay_backend '" + config.relay_backend + "' needs one stage per "
+                            "process, but process '" + process.name + "' hosts " + stages +
+                            " (use shm or ucx, or give each stage its own process)");
+            }
+        }
+        OMNI_TRY(plan.relay_rendezvous, endpoints.store("relay"));
     }
 
     // Edges and their fast paths.

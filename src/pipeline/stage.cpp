@@ -75,6 +75,7 @@ Result<std::unique_ptr<relay::Relay>> make_relay(const config::RuntimePlan& plan
         .credits = stage.relay.credits,
         .rank = stage.relay.rank,
         .world_size = stage.relay.world_size,
+        .rendezvous = plan.relay_rendezvous,
         .zero_copy = true,
     };
     return relay::create_relay(options);

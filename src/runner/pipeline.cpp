@@ -141,6 +141,14 @@ Result<std::unique_ptr<Pipeline>> Pipeline::start(const config::PipelineConfig& 
     OMNI_TRY(state->runtime_dir, config::RuntimeDirectory::create(base));
     OMNI_TRY(config::RuntimePlan plan,
              config::prepare_runtime(config, {.runtime_dir = state->runtime_dir->path()}));
+    if (options.placement == Placement::in_process &&
+        (plan.relay_backend == "gloo" || plan.relay_backend == "nccl")) {
+        // Creating a c10d relay joins its process group, which blocks until every rank joins;
+        // hosts created one after another in one process would wait for each other forever.
+        return fail(ErrorCode::unimplemented,
+                    "relay_backend '" + plan.relay_backend +
+                        "' needs its stages in child processes (placement 'processes')");
+    }
     state->plan = std::make_shared<const config::RuntimePlan>(std::move(plan));
     const auto deadline = Clock::now() + options.startup_timeout;
 

@@ -129,6 +129,7 @@ Value plan_to_value(const config::RuntimePlan& plan) {
         {"runtime_dir", plan.runtime_dir},
         {"coordinator_endpoint", plan.coordinator_endpoint},
         {"abort_endpoint", plan.abort_endpoint},
+        {"relay_rendezvous", plan.relay_rendezvous},
         {"stages", Value(std::move(stages))},
         {"processes", Value(std::move(processes))},
         {"edges", Value(std::move(edges))},

@@ -305,6 +305,7 @@ Result<config::RuntimePlan> plan_from_value(const Value& value) {
     OMNI_TRY(plan.runtime_dir, f.string("runtime_dir"));
     OMNI_TRY(plan.coordinator_endpoint, f.string("coordinator_endpoint"));
     OMNI_TRY(plan.abort_endpoint, f.string("abort_endpoint"));
+    OMNI_TRY(plan.relay_rendezvous, f.string("relay_rendezvous"));
     OMNI_TRY(plan.stages, list_from_value<config::StagePlan>(f, "stages", stage_from_value));
     OMNI_TRY(plan.processes,
              list_from_value<config::ProcessPlan>(f, "processes", process_from_value));

@@ -236,3 +236,26 @@ TEST(RuntimeDirectory, PrivateAndRemoved) {
 
 }  // namespace
 }  // namespace omnirt::config
+
+namespace omnirt::config {
+namespace {
+
+TEST(RuntimePrep, C10dRelaysGetARendezvousAndOneStagePerProcess) {
+    PipelineConfig config = linear_pipeline();
+    config.relay_backend = "gloo";
+    auto plan = prepare_runtime(config, {.runtime_dir = "/r"});
+    ASSERT_TRUE(plan.has_value()) << plan.error().to_string();
+    EXPECT_EQ(plan->relay_rendezvous, "file:///r/relay.store");
+    config.relay_backend = "shm";
+    EXPECT_EQ(prepare_runtime(config, {.runtime_dir = "/r"})->relay_rendezvous, "");
+
+    config.relay_backend = "gloo";
+    config.stages[1].process = config.stages[0].process;  // a and b share a process
+    auto shared = prepare_runtime(config, {.runtime_dir = "/r"});
+    ASSERT_FALSE(shared.has_value());
+    EXPECT_EQ(shared.error().code, ErrorCode::unimplemented);
+    EXPECT_NE(shared.error().message.find("one stage per process"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace omnirt::config

@@ -32,6 +32,7 @@ void expect_same_plan(const RuntimePlan& a, const RuntimePlan& b) {
     EXPECT_EQ(a.runtime_dir, b.runtime_dir);
     EXPECT_EQ(a.coordinator_endpoint, b.coordinator_endpoint);
     EXPECT_EQ(a.abort_endpoint, b.abort_endpoint);
+    EXPECT_EQ(a.relay_rendezvous, b.relay_rendezvous);
     EXPECT_EQ(a.env_defaults, b.env_defaults);
     EXPECT_EQ(a.plugins, b.plugins);
     ASSERT_EQ(a.stages.size(), b.stages.size());
@@ -142,6 +143,7 @@ RuntimePlan full_plan() {
     plan.runtime_dir = "/tmp/omnirt-full";
     plan.coordinator_endpoint = "tcp://127.0.0.1:17000";
     plan.abort_endpoint = "tcp://127.0.0.1:17001";
+    plan.relay_rendezvous = "tcp://127.0.0.1:17002";
     config::StagePlan a;
     a.name = "a";
     a.factory = "test.identity";

@@ -1,0 +1,48 @@
+// A pipeline whose relay is the c10d gloo backend: one process group over the stage processes,
+// loaded on demand from the c10d plugin.
+#include <gtest/gtest.h>
+
+#include "pipeline/test_stages.h"
+#include "pipeline_harness.h"
+
+namespace omnirt::testing {
+namespace {
+
+const char* kGlooPipeline = R"(
+name: gloo
+model_path: none
+relay_backend: gloo
+stages:
+  - {name: produce, process: a, factory: test.tensor_producer,
+     factory_args: {bytes: 65536, dtype: float32}, next: pass}
+  - {name: pass, process: b, factory: test.arithmetic, factory_args: {scale: 2}, next: last}
+  - {name: last, process: c, factory: test.identity, terminal: true}
+)";
+
+TEST(GlooRelayPipeline, MovesTensorsBetweenStageProcesses) {
+    auto started = start_pipeline(kGlooPipeline, Layout{runner::Placement::processes, false, "g"});
+    ASSERT_TRUE(started.has_value()) << started.error().to_string();
+    for (int i = 0; i < 3; ++i) {
+        auto result = (*started)->submit("gloo-" + std::to_string(i), OmniRequest{});
+        ASSERT_TRUE(result.has_value()) << result.error().to_string();
+        const Tensor& tensor = result->data.find("tensor")->as_tensor();
+        Tensor expected = *pipeline::make_pattern_tensor(65536, DType::f32);
+        ASSERT_EQ(tensor.numel(), expected.numel());
+        for (std::int64_t k = 0; k < tensor.numel(); k += 101) {
+            ASSERT_EQ(tensor.data_as<float>()[k], 2 * expected.data_as<float>()[k]) << k;
+        }
+    }
+    std::string runtime_dir = (*started)->plan().runtime_dir;
+    (*started)->stop();
+    EXPECT_EQ(count_instance_segments(runtime_dir), 0);
+}
+
+TEST(GlooRelayPipeline, InProcessPlacementIsRefusedClearly) {
+    auto started = start_pipeline(kGlooPipeline, Layout{runner::Placement::in_process, false, "g"});
+    ASSERT_FALSE(started.has_value());
+    EXPECT_EQ(started.error().code, ErrorCode::unimplemented);
+    EXPECT_NE(started.error().message.find("child processes"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace omnirt::testing
