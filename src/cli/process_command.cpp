@@ -193,7 +193,8 @@ Result<std::shared_ptr<const config::RuntimePlan>> prepare(const std::string& pl
 
 }  // namespace
 
-int run_stage_process(const std::string& plan_path, const std::string& process_name) {
+int run_stage_process(const std::string& plan_path, const std::string& process_name,
+                      const pipeline::StageHostOptions& options) {
     // Logs go to stderr, named after the process; stdout stays free.
     spdlog::set_default_logger(
         spdlog::stderr_color_mt(process_name.empty() ? "stage-process" : process_name));
@@ -211,7 +212,7 @@ int run_stage_process(const std::string& plan_path, const std::string& process_n
     if (!signals) return failed(signals.error());
     auto plan = prepare(plan_path, process_name);
     if (!plan) return failed(plan.error());
-    auto host = pipeline::StageHost::create(*plan, process_name);
+    auto host = pipeline::StageHost::create(*plan, process_name, options);
     if (!host) return failed(host.error());
     pipeline::StageHost* raw_host = host->get();
     (*signals)->set_target([raw_host] { raw_host->request_stop(); });
@@ -233,14 +234,22 @@ void add_stage_process_command(CLI::App& app, int& exit_code) {
     struct Args {
         std::string plan;
         std::string process;
+        std::int64_t heartbeat_ms = 1000;
+        std::int64_t relay_timeout_ms = 60000;
     };
     auto args = std::make_shared<Args>();
     CLI::App* command = app.add_subcommand("stage-process", "");  // internal: no help entry
     command->group("");
     command->add_option("--plan", args->plan)->required();
     command->add_option("--process", args->process)->required();
-    command->callback(
-        [args, &exit_code] { exit_code = run_stage_process(args->plan, args->process); });
+    command->add_option("--heartbeat-ms", args->heartbeat_ms)->check(CLI::PositiveNumber);
+    command->add_option("--relay-timeout-ms", args->relay_timeout_ms)->check(CLI::PositiveNumber);
+    command->callback([args, &exit_code] {
+        exit_code = run_stage_process(
+            args->plan, args->process,
+            {.relay_timeout = std::chrono::milliseconds(args->relay_timeout_ms),
+             .heartbeat_interval = std::chrono::milliseconds(args->heartbeat_ms)});
+    });
 }
 
 }  // namespace omnirt::cli

@@ -8,9 +8,12 @@
 #include <CLI/CLI.hpp>
 #include <string>
 
+#include "pipeline/stage_host.h"
+
 namespace omnirt::cli {
 
 void add_stage_process_command(CLI::App& app, int& exit_code);
-[[nodiscard]] int run_stage_process(const std::string& plan_path, const std::string& process_name);
+[[nodiscard]] int run_stage_process(const std::string& plan_path, const std::string& process_name,
+                                    const pipeline::StageHostOptions& options = {});
 
 }  // namespace omnirt::cli

@@ -71,7 +71,10 @@ struct Pipeline::State {
                      ChildProcess::spawn({.name = process.name,
                                           .binary = binary,
                                           .args = {"stage-process", "--plan", plan_path, "--process",
-                                                   process.name}}));
+                                                   process.name, "--heartbeat-ms",
+                                                   std::to_string(options.heartbeat_interval.count()),
+                                                   "--relay-timeout-ms",
+                                                   std::to_string(options.relay_timeout.count())}}));
             children.push_back(std::move(child));
         }
         for (auto& child : children) {
