@@ -1,0 +1,223 @@
+#include "serve/openai/chat_request.h"
+
+#include <algorithm>
+
+#include "config/value_json.h"
+#include "serve/openai/chat_messages.h"
+#include "serve/openai/json_body.h"
+
+namespace omnirt::serve::openai {
+namespace {
+
+using Json = nlohmann::json;
+
+ProtocolResult<std::vector<std::string>> parse_modalities(const Json& body) {
+    std::vector<std::string> out;
+    const auto it = body.find("modalities");
+    if (it == body.end() || it->is_null()) return std::vector<std::string>{"text"};
+    if (!it->is_array()) {
+        return invalid_request(
+            "modalities", "'modalities' must be an array, not " + std::string(json_type_name(*it)));
+    }
+    if (it->empty() || it->size() > 2) {
+        return invalid_request("modalities",
+                               "'modalities' must be [\"text\"] or "
+                               "[\"text\", \"audio\"]");
+    }
+    for (std::size_t i = 0; i < it->size(); ++i) {
+        const Json& item = (*it)[i];
+        const std::string path = index_path("modalities", i);
+        if (!item.is_string() || (item != "text" && item != "audio")) {
+            return invalid_request(path, "'" + path + "' must be \"text\" or \"audio\"");
+        }
+        if (std::find(out.begin(), out.end(), item.get<std::string>()) != out.end()) {
+            return invalid_request(path, "'" + path + "' repeats a modality");
+        }
+        out.push_back(item.get<std::string>());
+    }
+    return out;
+}
+
+ProtocolResult<std::vector<std::string>> parse_stop(const Json& body, const RequestLimits& limits) {
+    std::vector<std::string> out;
+    const auto it = body.find("stop");
+    if (it == body.end() || it->is_null()) return out;
+    if (it->is_string()) {
+        OMNI_TRY_P(auto stop, read_string(body, "stop", "", limits.max_string_bytes));
+        out.push_back(std::move(*stop));
+        return out;
+    }
+    if (!it->is_array()) {
+        return invalid_request("stop", "'stop' must be a string or an array of strings, not " +
+                                           std::string(json_type_name(*it)));
+    }
+    if (it->size() > limits.max_stop_sequences) {
+        return invalid_request("stop", "'stop' has more than " +
+                                           std::to_string(limits.max_stop_sequences) + " entries");
+    }
+    for (std::size_t i = 0; i < it->size(); ++i) {
+        const Json& item = (*it)[i];
+        const std::string path = index_path("stop", i);
+        if (!item.is_string()) {
+            return invalid_request(
+                path, "'" + path + "' must be a string, not " + std::string(json_type_name(item)));
+        }
+        if (item.get_ref<const std::string&>().size() > limits.max_string_bytes) {
+            return invalid_request(path, "'" + path + "' is too long");
+        }
+        out.push_back(item.get<std::string>());
+    }
+    return out;
+}
+
+ProtocolResult<std::optional<std::int64_t>> parse_max_tokens(const Json& body,
+                                                             const RequestLimits& limits) {
+    OMNI_TRY_P(auto legacy, read_int(body, "max_tokens", ""));
+    OMNI_TRY_P(auto current, read_int(body, "max_completion_tokens", ""));
+    for (const auto& [name, value] :
+         {std::pair{"max_tokens", legacy}, std::pair{"max_completion_tokens", current}}) {
+        if (value && (*value < 1 || *value > limits.max_tokens)) {
+            return invalid_request(name, std::string("'") + name + "' must be in [1, " +
+                                             std::to_string(limits.max_tokens) + "], got " +
+                                             std::to_string(*value));
+        }
+    }
+    if (legacy && current && *legacy != *current) {
+        return invalid_request("max_tokens",
+                               "'max_tokens' and 'max_completion_tokens' disagree; send one");
+    }
+    return current ? current : legacy;
+}
+
+ProtocolResult<const Json*> optional_object(const Json& body, std::string_view key,
+                                            std::string_view parent) {
+    const auto it = body.find(key);
+    if (it == body.end() || it->is_null()) return nullptr;
+    if (!it->is_object()) {
+        const std::string path = field_path(parent, key);
+        return invalid_request(
+            path, "'" + path + "' must be an object, not " + std::string(json_type_name(*it)));
+    }
+    return &*it;
+}
+
+ProtocolStatus check_stage_name(const std::string& name, const std::string& path) {
+    if (name.empty() || name.size() > 128) {
+        return invalid_request(path, "'" + path +
+                                         "' must be named by a stage name of 1 to 128 "
+                                         "bytes");
+    }
+    return {};
+}
+
+}  // namespace
+
+bool ChatRequest::wants_audio() const {
+    return std::find(modalities.begin(), modalities.end(), "audio") != modalities.end();
+}
+
+ProtocolResult<StageOverrides> parse_stage_overrides(const Json& body,
+                                                     const RequestLimits& limits) {
+    StageOverrides out;
+    OMNI_TRY_P(const Json* sampling, optional_object(body, "stage_sampling", ""));
+    if (sampling != nullptr) {
+        if (sampling->size() > limits.max_stages) {
+            return invalid_request("stage_sampling", "'stage_sampling' names more than " +
+                                                         std::to_string(limits.max_stages) +
+                                                         " stages");
+        }
+        for (const auto& [stage, entry] : sampling->items()) {
+            const std::string path = field_path("stage_sampling", stage);
+            OMNI_RETURN_IF_ERROR_P(check_stage_name(stage, path));
+            OMNI_TRY_P(const Json* object, optional_object(*sampling, stage, "stage_sampling"));
+            if (object == nullptr) continue;
+            OMNI_TRY_P(auto params, parse_sampling(*object, path));
+            out.sampling.emplace(stage, std::move(params));
+        }
+    }
+    OMNI_TRY_P(const Json* params, optional_object(body, "stage_params", ""));
+    if (params != nullptr) {
+        if (params->size() > limits.max_stages) {
+            return invalid_request(
+                "stage_params",
+                "'stage_params' names more than " + std::to_string(limits.max_stages) + " stages");
+        }
+        for (const auto& [stage, entry] : params->items()) {
+            const std::string path = field_path("stage_params", stage);
+            OMNI_RETURN_IF_ERROR_P(check_stage_name(stage, path));
+            OMNI_TRY_P(const Json* object, optional_object(*params, stage, "stage_params"));
+            if (object == nullptr) continue;
+            auto value = config::json_to_value(*object, limits.max_depth);
+            if (!value.has_value()) {
+                return invalid_request(path, "'" + path + "': " + value.error().message);
+            }
+            out.params.emplace(stage, std::move(*value));
+        }
+    }
+    return out;
+}
+
+ProtocolResult<ChatRequest> parse_chat_request(std::string_view body, const RequestLimits& limits,
+                                               const MediaPolicy& media) {
+    OMNI_TRY_P(const Json json, parse_body(body, limits));
+    ChatRequest out;
+    OMNI_TRY_P(auto model, read_string(json, "model", "", 256));
+    if (!model || model->empty()) return invalid_request("model", "'model' is required");
+    out.model = std::move(*model);
+    OMNI_TRY_P(out.messages, parse_messages(json, limits, media));
+    OMNI_TRY_P(out.modalities, parse_modalities(json));
+    OMNI_TRY_P(const Json* audio, optional_object(json, "audio", ""));
+    if (audio != nullptr) {
+        OMNI_TRY_P(auto voice, read_string(*audio, "voice", "audio", 128));
+        if (voice) out.audio_voice = std::move(*voice);
+        OMNI_TRY_P(auto format, read_string(*audio, "format", "audio", 16));
+        if (format) {
+            if (*format != "wav" && *format != "pcm16" && *format != "flac" && *format != "opus" &&
+                *format != "mp3") {
+                return invalid_request("audio.format",
+                                       "'audio.format' must be one of wav, pcm16, flac, opus, "
+                                       "mp3, not '" +
+                                           *format + "'");
+            }
+            out.audio_format = std::move(*format);
+        }
+    }
+    OMNI_TRY_P(out.sampling, parse_sampling(json, ""));
+    OMNI_TRY_P(out.max_tokens, parse_max_tokens(json, limits));
+    OMNI_TRY_P(out.stop, parse_stop(json, limits));
+    OMNI_TRY_P(auto n, read_int(json, "n", ""));
+    if (n && *n != 1) {
+        return invalid_request("n",
+                               "'n' must be 1: this server generates one choice per "
+                               "request, got " +
+                                   std::to_string(*n));
+    }
+    OMNI_TRY_P(auto stream, read_bool(json, "stream", ""));
+    out.stream = stream.value_or(false);
+    OMNI_TRY_P(const Json* stream_options, optional_object(json, "stream_options", ""));
+    if (stream_options != nullptr) {
+        if (!out.stream) {
+            return invalid_request("stream_options",
+                                   "'stream_options' is only allowed when 'stream' is true");
+        }
+        OMNI_TRY_P(auto include, read_bool(*stream_options, "include_usage", "stream_options"));
+        out.include_usage = include.value_or(false);
+    }
+    OMNI_TRY_P(auto overrides, parse_stage_overrides(json, limits));
+    out.stage_sampling = std::move(overrides.sampling);
+    out.stage_params = std::move(overrides.params);
+    return out;
+}
+
+void put_stage_overrides(const std::map<std::string, SamplingParams>& sampling,
+                         const std::map<std::string, Value>& params, Map& out) {
+    Map stage_sampling;
+    for (const auto& [stage, entry] : sampling)
+        stage_sampling.emplace(stage, sampling_to_value(entry));
+    Map stage_params;
+    for (const auto& [stage, entry] : params) stage_params.emplace(stage, entry);
+    out.insert_or_assign("stage_sampling", Value(std::move(stage_sampling)));
+    out.insert_or_assign("stage_params", Value(std::move(stage_params)));
+}
+
+}  // namespace omnirt::serve::openai

@@ -1,0 +1,152 @@
+#include "serve/openai/responses.h"
+
+#include <nlohmann/json.hpp>
+
+#include "serve/openai/base64.h"
+
+namespace omnirt::serve::openai {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+// Invalid UTF-8 from a stage is replaced, never thrown: responses must always serialise.
+std::string dump(const Json& json) {
+    return json.dump(-1, ' ', false, nlohmann::detail::error_handler_t::replace);
+}
+
+std::string sse(const Json& json) { return "data: " + dump(json) + "\n\n"; }
+
+Json usage_json(const Usage& usage) {
+    return Json{{"prompt_tokens", usage.prompt_tokens},
+                {"completion_tokens", usage.completion_tokens},
+                {"total_tokens", usage.prompt_tokens + usage.completion_tokens}};
+}
+
+Json chunk(const ChunkContext& context, Json delta, const Json& finish_reason) {
+    Json out{{"id", context.id},
+             {"object", "chat.completion.chunk"},
+             {"created", context.created},
+             {"model", context.model},
+             {"choices", Json::array({Json{{"index", 0},
+                                           {"delta", std::move(delta)},
+                                           {"logprobs", nullptr},
+                                           {"finish_reason", finish_reason}}})}};
+    if (context.include_usage) out["usage"] = nullptr;
+    return out;
+}
+
+Json nullable(const std::string& text) { return text.empty() ? Json(nullptr) : Json(text); }
+
+std::string hex_id(std::string_view prefix, std::uint64_t seed) {
+    // Two rounds of splitmix64 give 128 bits; 24 hex digits are kept.
+    auto mix = [](std::uint64_t x) {
+        x += 0x9E3779B97F4A7C15ull;
+        x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+        x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+        return x ^ (x >> 31);
+    };
+    const std::uint64_t high = mix(seed);
+    const std::uint64_t low = mix(high ^ seed);
+    static constexpr char kHex[] = "0123456789abcdef";
+    std::string out(prefix);
+    for (int i = 15; i >= 0; --i) out.push_back(kHex[(high >> (i * 4)) & 15]);
+    for (int i = 15; i >= 8; --i) out.push_back(kHex[(low >> (i * 4)) & 15]);
+    return out;
+}
+
+}  // namespace
+
+std::string completion_id(std::uint64_t seed) { return hex_id("chatcmpl-", seed); }
+std::string audio_id(std::uint64_t seed) { return hex_id("audio_", seed); }
+
+std::string chat_completion_json(const ChatCompletion& completion) {
+    Json message{{"role", "assistant"},
+                 {"content", completion.content ? Json(*completion.content) : Json(nullptr)},
+                 {"refusal", nullptr}};
+    if (completion.audio) {
+        const AudioOutput& audio = *completion.audio;
+        message["audio"] = Json{{"id", audio.id},
+                                {"data", base64_encode(audio.data)},
+                                {"expires_at", audio.expires_at},
+                                {"transcript", audio.transcript}};
+    }
+    const Json out{{"id", completion.id},
+                   {"object", "chat.completion"},
+                   {"created", completion.created},
+                   {"model", completion.model},
+                   {"choices", Json::array({Json{{"index", 0},
+                                                 {"message", std::move(message)},
+                                                 {"logprobs", nullptr},
+                                                 {"finish_reason", completion.finish_reason}}})},
+                   {"usage", usage_json(completion.usage)}};
+    return dump(out);
+}
+
+std::string chat_chunk_role(const ChunkContext& context) {
+    return sse(chunk(context, Json{{"role", "assistant"}, {"content", ""}}, nullptr));
+}
+
+std::string chat_chunk_content(const ChunkContext& context, std::string_view text) {
+    return sse(chunk(context, Json{{"content", std::string(text)}}, nullptr));
+}
+
+std::string chat_chunk_audio(const ChunkContext& context, std::string_view audio_id,
+                             std::span<const std::uint8_t> data, std::string_view transcript,
+                             std::optional<std::int64_t> expires_at) {
+    Json audio{{"id", std::string(audio_id)}, {"data", base64_encode(data)}};
+    if (!transcript.empty()) audio["transcript"] = std::string(transcript);
+    if (expires_at) audio["expires_at"] = *expires_at;
+    return sse(chunk(context, Json{{"audio", std::move(audio)}}, nullptr));
+}
+
+std::string chat_chunk_finish(const ChunkContext& context, std::string_view finish_reason) {
+    return sse(chunk(context, Json::object(), std::string(finish_reason)));
+}
+
+std::string chat_chunk_usage(const ChunkContext& context, const Usage& usage) {
+    return sse(Json{{"id", context.id},
+                    {"object", "chat.completion.chunk"},
+                    {"created", context.created},
+                    {"model", context.model},
+                    {"choices", Json::array()},
+                    {"usage", usage_json(usage)}});
+}
+
+std::string sse_done() { return "data: [DONE]\n\n"; }
+
+std::string speech_audio_delta_event(std::span<const std::uint8_t> audio) {
+    return sse(Json{{"type", "speech.audio.delta"}, {"audio", base64_encode(audio)}});
+}
+
+std::string speech_audio_done_event(const Usage& usage) {
+    return sse(
+        Json{{"type", "speech.audio.done"},
+             {"usage", Json{{"input_tokens", usage.prompt_tokens},
+                            {"output_tokens", usage.completion_tokens},
+                            {"total_tokens", usage.prompt_tokens + usage.completion_tokens}}}});
+}
+
+namespace {
+Json error_object(const ProtocolError& error) {
+    return Json{{"error", Json{{"message", error.message},
+                               {"type", error.type},
+                               {"param", nullable(error.param)},
+                               {"code", nullable(error.code)}}}};
+}
+}  // namespace
+
+std::string error_json(const ProtocolError& error) { return dump(error_object(error)); }
+std::string error_event(const ProtocolError& error) { return sse(error_object(error)); }
+
+std::string models_json(std::span<const ModelCard> models) {
+    Json data = Json::array();
+    for (const auto& model : models) {
+        data.push_back(Json{{"id", model.id},
+                            {"object", "model"},
+                            {"created", model.created},
+                            {"owned_by", model.owned_by}});
+    }
+    return dump(Json{{"object", "list"}, {"data", std::move(data)}});
+}
+
+}  // namespace omnirt::serve::openai

@@ -1,0 +1,51 @@
+#pragma once
+// POST /v1/audio/speech: decoding and validation into SpeechRequest, and its OmniRequest.
+//
+// Fields: model (required), input (required, non-empty, at most
+// RequestLimits::max_speech_input_chars code points), voice (optional string), instructions
+// (optional string), response_format (wav, pcm, flac, opus, mp3; default wav; anything else is
+// a 400 naming 'response_format'), speed [0.25, 4.0] (default 1.0), stream (bool) or
+// stream_format ("sse" streams, "audio" does not), the sampling fields of sampling.h, max_tokens,
+// stage_sampling and stage_params as in chat. Unknown fields are ignored.
+//
+// Thread safety: pure functions.
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "core/request.h"
+#include "serve/openai/limits.h"
+#include "serve/openai/protocol_error.h"
+#include "serve/openai/sampling.h"
+
+namespace omnirt::serve::openai {
+
+struct SpeechRequest {
+    std::string model;
+    std::string input;
+    std::string voice;  // "" -> the stage's default
+    std::string instructions;
+    std::string response_format = "wav";
+    double speed = 1.0;
+    bool stream = false;  // SSE: speech.audio.delta events, then speech.audio.done
+    SamplingParams sampling;
+    std::optional<std::int64_t> max_tokens;
+    std::map<std::string, SamplingParams> stage_sampling;
+    std::map<std::string, Value> stage_params;
+    friend bool operator==(const SpeechRequest&, const SpeechRequest&) = default;
+};
+
+[[nodiscard]] ProtocolResult<SpeechRequest> parse_speech_request(std::string_view body,
+                                                                 const RequestLimits& limits);
+
+// inputs {"text", "voice", "instructions", "response_format", "speed"}
+// params {"sampling", "stage_sampling", "stage_params", "max_tokens"?, "seed"?, "stream"}
+// metadata {"api": "audio.speech", "model"}
+[[nodiscard]] OmniRequest to_omni_request(const SpeechRequest& request);
+
+// The Content-Type of a non-streamed response_format: audio/wav, audio/pcm, audio/flac,
+// audio/ogg (opus), audio/mpeg; "application/octet-stream" for anything else.
+[[nodiscard]] std::string_view speech_content_type(std::string_view response_format);
+
+}  // namespace omnirt::serve::openai
