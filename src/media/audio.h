@@ -69,7 +69,8 @@ enum class AudioFormat : std::uint8_t { wav, pcm, flac, opus, mp3 };
 //        first (libsoxr); the decoded stream reports the rate encoded.
 //   mp3  MPEG-1/2 Layer III (LAME through libsndfile), mono or stereo. Rates MP3 has (8, 11.025,
 //        12, 16, 22.05, 24, 32, 44.1, 48 kHz) are kept, others are resampled to 48 kHz.
-// Float samples are clamped to -1..1 and quantised as lrint(x * 32767); NaN becomes 0.
+// Float samples are clamped to -1..1 (NaN becomes 0); wav and pcm quantise as lrint(x * 32767),
+// the libsndfile codecs with libsndfile's own float conversion.
 // Errors: invalid_argument (bad buffer, too many channels for the format), unimplemented (format
 // not available in this libsndfile), internal (codec failure, with libsndfile's message).
 [[nodiscard]] Result<std::string> encode_audio(const AudioBuffer& buffer, AudioFormat format);

@@ -2,6 +2,7 @@
 // virtual IO into memory.
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <memory>
 #include <string>
 #include <vector>
@@ -34,14 +35,10 @@ Result<std::string> encode_with_libsndfile(const AudioBuffer& buffer, AudioForma
             sf_format = SF_FORMAT_FLAC | SF_FORMAT_PCM_16;
             break;
         case AudioFormat::opus:
-#ifdef SF_FORMAT_OPUS
             sf_format = SF_FORMAT_OGG | SF_FORMAT_OPUS;
-#endif
             break;
         case AudioFormat::mp3:
-#ifdef SF_FORMAT_MPEG
             sf_format = SF_FORMAT_MPEG | SF_FORMAT_MPEG_LAYER_III;
-#endif
             break;
         default:
             break;
@@ -60,18 +57,20 @@ Result<std::string> encode_with_libsndfile(const AudioBuffer& buffer, AudioForma
                                              " Hz, " + std::to_string(buffer.channels) +
                                              " channels): " + sf_strerror(nullptr));
     }
-    // Quantise ourselves so every format rounds the same way as wav and pcm.
+    // Clamped floats (NaN as 0) rather than shorts: libsndfile 1.2.0's MP3 encoder garbles
+    // stereo audio written with sf_writef_short.
     constexpr std::size_t kBlockFrames = 4096;
     const auto channels = static_cast<std::size_t>(buffer.channels);
-    std::vector<short> block(kBlockFrames * channels);
+    std::vector<float> block(kBlockFrames * channels);
     const std::size_t frames = buffer.samples.size() / channels;
     for (std::size_t start = 0; start < frames; start += kBlockFrames) {
         const std::size_t count = std::min(kBlockFrames, frames - start);
         for (std::size_t i = 0; i < count * channels; ++i) {
-            block[i] = detail::to_pcm16(buffer.samples[start * channels + i]);
+            const float sample = buffer.samples[start * channels + i];
+            block[i] = std::isnan(sample) ? 0.0f : std::clamp(sample, -1.0f, 1.0f);
         }
         const sf_count_t written =
-            sf_writef_short(handle.get(), block.data(), static_cast<sf_count_t>(count));
+            sf_writef_float(handle.get(), block.data(), static_cast<sf_count_t>(count));
         if (written != static_cast<sf_count_t>(count)) {
             return fail(ErrorCode::internal, std::string(to_string(format)) +
                                                  " encoder failed: " + sf_strerror(handle.get()));

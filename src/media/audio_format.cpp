@@ -73,22 +73,14 @@ bool format_available(AudioFormat format) {
             return available;
         }
         case AudioFormat::opus: {
-#ifdef SF_FORMAT_OPUS
             static const bool available =
                 libsndfile_can_write(SF_FORMAT_OGG, SF_FORMAT_OPUS, 48000, 1);
             return available;
-#else
-            return false;
-#endif
         }
         case AudioFormat::mp3: {
-#ifdef SF_FORMAT_MPEG
             static const bool available =
                 libsndfile_can_write(SF_FORMAT_MPEG, SF_FORMAT_MPEG_LAYER_III, 48000, 1);
             return available;
-#else
-            return false;
-#endif
         }
     }
     return false;

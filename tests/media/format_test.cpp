@@ -15,7 +15,8 @@ TEST(AudioFormat, ParsesEveryAcceptedName) {
 }
 
 TEST(AudioFormat, UnknownNamesFailNamingTheAcceptedFormats) {
-    for (std::string_view name : {"", "WAV", "aac", "ogg", "mp3 ", "wav\0x", "opus;flac"}) {
+    for (std::string_view name : std::initializer_list<std::string_view>{
+             "", "WAV", "aac", "ogg", "mp3 ", "opus;flac", std::string_view("wav\0x", 5)}) {
         auto parsed = parse_audio_format(name);
         ASSERT_FALSE(parsed.has_value()) << name;
         EXPECT_EQ(parsed.error().code, ErrorCode::invalid_argument);
