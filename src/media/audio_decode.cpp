@@ -26,12 +26,16 @@ Result<AudioBuffer> decode_audio(std::span<const std::byte> bytes, const DecodeO
     if (Status valid = validate(out); !valid) {
         return fail(valid.error().with_context("decoded audio header"));
     }
-    // Never trust info.frames for allocation beyond the budget: headers can lie.
+    // Never trust info.frames for allocation: headers can lie. Reserve at most what the budget
+    // allows and what the input could hold uncompressed (one byte per sample, as 8-bit PCM);
+    // compressed streams grow the vector as they decode.
     const std::int64_t channels = info.channels;
     const std::int64_t max_frames = options.max_decoded_samples / channels;
     if (info.frames > 0) {
-        out.samples.reserve(
-            static_cast<std::size_t>(std::min<std::int64_t>(info.frames, max_frames) * channels));
+        const std::int64_t plausible_frames = static_cast<std::int64_t>(bytes.size()) / channels;
+        const std::int64_t reserve_frames =
+            std::min({static_cast<std::int64_t>(info.frames), max_frames, plausible_frames});
+        out.samples.reserve(static_cast<std::size_t>(reserve_frames * channels));
     }
     constexpr sf_count_t kBlockFrames = 4096;
     std::vector<float> block(static_cast<std::size_t>(kBlockFrames * channels));
