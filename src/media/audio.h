@@ -85,7 +85,7 @@ struct DecodeOptions {
 // Decodes any container libsndfile reads (wav, flac, ogg vorbis/opus, mp3, aiff, ...), from
 // memory. Errors: invalid_argument for empty, unrecognised or malformed input (libsndfile's
 // message included), resource_exhausted past max_decoded_samples, data_loss when the stream
-// fails part way.
+// fails part way. Non-finite samples (float files) decode as 0.
 [[nodiscard]] Result<AudioBuffer> decode_audio(std::span<const std::byte> bytes,
                                                const DecodeOptions& options = {});
 

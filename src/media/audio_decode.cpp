@@ -1,5 +1,6 @@
 // decode_audio: any libsndfile-readable container from memory, bounded by DecodeOptions.
 #include <algorithm>
+#include <cmath>
 #include <memory>
 #include <string>
 
@@ -57,10 +58,15 @@ Result<AudioBuffer> decode_audio(std::span<const std::byte> bytes, const DecodeO
                             std::to_string(options.max_decoded_samples) + " samples");
         }
         total_frames += got;
+        // Float files can carry NaN / inf; downstream stages get silence instead.
+        for (sf_count_t i = 0; i < got * channels; ++i) {
+            if (!std::isfinite(block[static_cast<std::size_t>(i)]))
+                block[static_cast<std::size_t>(i)] = 0.0f;
+        }
         out.samples.insert(out.samples.end(), block.begin(),
                            block.begin() + static_cast<std::ptrdiff_t>(got * channels));
     }
-    // Codecs can produce out-of-range floats (lossy overshoot); keep them as decoded.
+    // Finite values beyond -1..1 (lossy overshoot, float files) are kept as decoded.
     return out;
 }
 

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <limits>
 #include <random>
 
 #include "media/test_audio.h"
@@ -150,6 +151,45 @@ TEST(DecodeAudio, BitFlippedFilesNeverCrash) {
             }
         }
     }
+}
+
+}  // namespace
+}  // namespace omnirt::media
+
+namespace omnirt::media {
+namespace {
+
+// A float WAV (format 3) holding NaN and inf decodes with those samples as 0.
+TEST(DecodeAudio, NonFiniteFloatSamplesBecomeSilence) {
+    const float values[] = {0.25f, std::numeric_limits<float>::quiet_NaN(),
+                            std::numeric_limits<float>::infinity(), -0.5f};
+    std::string wav = "RIFF";
+    auto put32 = [&](std::uint32_t v) {
+        for (int i = 0; i < 4; ++i) wav.push_back(static_cast<char>((v >> (8 * i)) & 0xFF));
+    };
+    auto put16 = [&](std::uint16_t v) {
+        wav.push_back(static_cast<char>(v & 0xFF));
+        wav.push_back(static_cast<char>(v >> 8));
+    };
+    put32(36 + sizeof(values));
+    wav += "WAVEfmt ";
+    put32(16);
+    put16(3);  // IEEE float
+    put16(1);
+    put32(8000);
+    put32(8000 * 4);
+    put16(4);
+    put16(32);
+    wav += "data";
+    put32(sizeof(values));
+    wav.append(reinterpret_cast<const char*>(values), sizeof(values));
+    auto decoded = decode_audio(testing::as_bytes(wav));
+    ASSERT_TRUE(decoded.has_value()) << decoded.error().to_string();
+    ASSERT_EQ(decoded->samples.size(), 4u);
+    EXPECT_EQ(decoded->samples[0], 0.25f);
+    EXPECT_EQ(decoded->samples[1], 0.0f);
+    EXPECT_EQ(decoded->samples[2], 0.0f);
+    EXPECT_EQ(decoded->samples[3], -0.5f);
 }
 
 }  // namespace

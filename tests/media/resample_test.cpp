@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <limits>
 
 #include "media/test_audio.h"
@@ -113,6 +114,36 @@ TEST(ChangeSpeed, RejectsOutOfRangeFactors) {
         EXPECT_EQ(output.error().code, ErrorCode::invalid_argument);
         EXPECT_NE(output.error().message.find("0.25..4.0"), std::string::npos);
     }
+}
+
+}  // namespace
+}  // namespace omnirt::media
+
+namespace omnirt::media {
+namespace {
+
+std::size_t thread_count() {
+    std::size_t count = 0;
+    for ([[maybe_unused]] const auto& entry :
+         std::filesystem::directory_iterator("/proc/self/task")) {
+        ++count;
+    }
+    return count;
+}
+
+// libsoxr's one-shot API runs on the calling thread; libsndfile has no threads either.
+TEST(MediaThreads, NothingStartsThreads) {
+    const std::size_t before = thread_count();
+    const AudioBuffer input = testing::sine(44100, 0.2, 440.0, 2);
+    ASSERT_TRUE(resample(input, 48000).has_value());
+    ASSERT_TRUE(change_speed(input, 1.5).has_value());
+    for (AudioFormat format : {AudioFormat::flac, AudioFormat::opus, AudioFormat::mp3}) {
+        if (!format_available(format)) continue;
+        auto bytes = encode_audio(input, format);
+        ASSERT_TRUE(bytes.has_value());
+        ASSERT_TRUE(decode_audio(testing::as_bytes(*bytes)).has_value());
+    }
+    EXPECT_EQ(thread_count(), before);
 }
 
 }  // namespace
