@@ -8,10 +8,17 @@ namespace {
 
 using Json = nlohmann::json;
 
-// Deepest nesting of arrays/objects, outside strings; stops early past `limit`.
-int nesting_depth(std::string_view text, int limit) {
+struct Shape {
+    int deepest = 0;         // nesting of arrays/objects
+    std::size_t values = 0;  // an upper bound on the number of JSON values (1 + separators)
+};
+
+// Scans outside strings; stops early once `max_depth` is exceeded.
+Shape body_shape(std::string_view text, int max_depth) {
     int depth = 0;
-    int deepest = 0;
+    Shape shape;
+    shape.values = 1;
+    int& deepest = shape.deepest;
     bool in_string = false;
     bool escaped = false;
     for (const char c : text) {
@@ -28,13 +35,16 @@ int nesting_depth(std::string_view text, int limit) {
         if (c == '"') {
             in_string = true;
         } else if (c == '[' || c == '{') {
+            ++shape.values;
             if (++depth > deepest) deepest = depth;
-            if (deepest > limit) return deepest;
+            if (deepest > max_depth) return shape;
         } else if (c == ']' || c == '}') {
             --depth;
+        } else if (c == ',') {
+            ++shape.values;
         }
     }
-    return deepest;
+    return shape;
 }
 
 ProtocolResult<const Json*> find_field(const Json& object, std::string_view key) {
@@ -84,9 +94,14 @@ ProtocolResult<Json> parse_body(std::string_view body, const RequestLimits& limi
     if (body.find_first_not_of(" \t\r\n") == std::string_view::npos) {
         return invalid_request("", "the request body is empty: expected a JSON object");
     }
-    if (nesting_depth(body, limits.max_depth) > limits.max_depth) {
+    const Shape shape = body_shape(body, limits.max_depth);
+    if (shape.deepest > limits.max_depth) {
         return invalid_request("", "the request body nests deeper than " +
                                        std::to_string(limits.max_depth) + " levels");
+    }
+    if (shape.values > limits.max_json_values) {
+        return invalid_request("", "the request body holds more than " +
+                                       std::to_string(limits.max_json_values) + " JSON values");
     }
     Json json;
     try {

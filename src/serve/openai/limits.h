@@ -12,6 +12,7 @@ namespace omnirt::serve::openai {
 struct RequestLimits {
     std::size_t max_body_bytes = 64u << 20;     // whole JSON body (data URLs included)
     int max_depth = 32;                         // JSON nesting (arrays and objects)
+    std::size_t max_json_values = 1u << 20;     // JSON values in the body (bounds parser memory)
     std::size_t max_messages = 1024;            // chat messages
     std::size_t max_parts = 256;                // content parts per message
     std::size_t max_string_bytes = 1u << 20;    // any string that is not a media payload

@@ -383,6 +383,14 @@ TEST(ChatRequest, Limits) {
     EXPECT_EQ(stages.error().param, "stage_params");
 
     limits = {};
+    limits.max_json_values = 100;
+    Json wide = with("stage_params", {{"s", {{"x", Json(std::vector<int>(200, 0))}}}});
+    auto values = parse(wide, limits);
+    ASSERT_FALSE(values.has_value());
+    EXPECT_NE(values.error().message.find("JSON values"), std::string::npos);
+    EXPECT_TRUE(parse(with("stop", "a,b,c"), limits).has_value());  // commas in strings
+
+    limits = {};
     limits.max_depth = 3;
     auto deep = parse(minimal(), limits);  // depth 3: {messages:[{...}]}
     EXPECT_TRUE(deep.has_value());
