@@ -3,6 +3,7 @@
 #include <mutex>
 
 #include "core/registry.h"
+#include "pipeline/demo_stages.h"
 #include "pipeline/sink_stage.h"
 #include "pipeline/test_stages.h"
 #include "pipeline/tp_test_stage.h"
@@ -17,6 +18,9 @@ Status register_all() {
     }
     if (auto status = pipeline::register_test_stages(Registry::global()); !status) {
         return fail(status.error().with_context("registering the test stages"));
+    }
+    if (auto status = pipeline::register_demo_stages(Registry::global()); !status) {
+        return fail(status.error().with_context("registering the demo stages"));
     }
     if (auto status = pipeline::register_sink_stage(); !status) {
         return fail(status.error().with_context("registering test.sink"));
