@@ -1,0 +1,135 @@
+// HttpExchange and its shared state: the thread-safe half of a request/response.
+#include <nlohmann/json.hpp>
+
+#include "serve/http/exchange_state.h"
+
+namespace omnirt::serve::http {
+namespace detail {
+
+bool ExchangeState::forward(OutItem item) {
+    std::lock_guard core_lock(core_->mutex);
+    if (core_->stopped) return false;
+    auto channel = channel_.lock();
+    if (!channel) return false;
+    channel->post_output(shared_from_this(), std::move(item));
+    return true;
+}
+
+bool ExchangeState::send(OutItem item) {
+    {
+        std::lock_guard lock(mutex_);
+        if (disconnected_) return false;
+        switch (item.kind) {
+            case OutItem::Kind::response:
+            case OutItem::Kind::stream_head:
+                if (phase_ != Phase::fresh) return false;
+                phase_ = item.kind == OutItem::Kind::response ? Phase::done : Phase::streaming;
+                break;
+            case OutItem::Kind::chunk:
+                if (phase_ != Phase::streaming) return false;
+                if (item.body.empty()) return true;
+                break;
+            case OutItem::Kind::finish:
+                if (phase_ != Phase::streaming) return false;
+                phase_ = Phase::done;
+                break;
+            case OutItem::Kind::abandon:
+                if (phase_ == Phase::done) return false;
+                item.kind = phase_ == Phase::streaming ? OutItem::Kind::finish
+                                                       : OutItem::Kind::abandon;
+                phase_ = Phase::done;
+                break;
+        }
+        // Forwarding under mutex_ keeps items in call order across threads.
+        return forward(std::move(item));
+    }
+}
+
+void ExchangeState::abandon() {
+    OutItem item;
+    item.kind = OutItem::Kind::abandon;
+    send(std::move(item));
+}
+
+void ExchangeState::mark_disconnected() {
+    std::vector<std::function<void()>> callbacks;
+    {
+        std::lock_guard lock(mutex_);
+        if (disconnected_ || complete_) return;
+        disconnected_ = true;
+        callbacks.swap(callbacks_);
+    }
+    for (auto& callback : callbacks) callback();
+}
+
+void ExchangeState::mark_complete() {
+    std::vector<std::function<void()>> callbacks;
+    std::lock_guard lock(mutex_);
+    complete_ = true;
+    callbacks.swap(callbacks_);  // destroyed after the unlock (declared first)
+}
+
+void ExchangeState::on_disconnect(std::function<void()> callback) {
+    {
+        std::lock_guard lock(mutex_);
+        if (complete_) return;
+        if (!disconnected_) {
+            callbacks_.push_back(std::move(callback));
+            return;
+        }
+    }
+    callback();
+}
+
+bool ExchangeState::disconnected() const {
+    std::lock_guard lock(mutex_);
+    return disconnected_;
+}
+
+}  // namespace detail
+
+HttpExchange::HttpExchange(std::shared_ptr<detail::ExchangeState> state, HttpRequest request)
+    : state_(std::move(state)), request_(std::move(request)) {}
+
+HttpExchange::~HttpExchange() { state_->abandon(); }
+
+bool HttpExchange::respond(int status, std::string_view content_type, std::string body,
+                           HttpHeaders extra) {
+    detail::OutItem item{detail::OutItem::Kind::response, status, std::string(content_type),
+                         std::move(body), std::move(extra)};
+    return state_->send(std::move(item));
+}
+
+bool HttpExchange::start_stream(int status, std::string_view content_type, HttpHeaders extra) {
+    detail::OutItem item{detail::OutItem::Kind::stream_head, status, std::string(content_type),
+                         {}, std::move(extra)};
+    return state_->send(std::move(item));
+}
+
+bool HttpExchange::write(std::string chunk) {
+    detail::OutItem item{detail::OutItem::Kind::chunk, 0, {}, std::move(chunk), {}};
+    return state_->send(std::move(item));
+}
+
+bool HttpExchange::finish() {
+    detail::OutItem item{detail::OutItem::Kind::finish, 0, {}, {}, {}};
+    return state_->send(std::move(item));
+}
+
+void HttpExchange::on_disconnect(std::function<void()> callback) {
+    state_->on_disconnect(std::move(callback));
+}
+
+bool HttpExchange::disconnected() const { return state_->disconnected(); }
+
+std::string openai_error_body(int status, std::string_view message) {
+    const char* type = status >= 500 ? "server_error" : "invalid_request_error";
+    nlohmann::json body = {{"error",
+                            {{"message", std::string(message)},
+                             {"type", type},
+                             {"param", nullptr},
+                             {"code", status}}}};
+    return body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+}  // namespace omnirt::serve::http
