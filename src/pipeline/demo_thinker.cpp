@@ -1,5 +1,6 @@
 // The demo thinker (composes a deterministic reply and streams it token by token) and the demo
 // decode stage (passes the thinker's text result through).
+#include <algorithm>
 #include <array>
 #include <optional>
 #include <random>
@@ -113,25 +114,30 @@ struct Sampling {
 // `params.sampling`, overlaid by `params.stage_sampling[stage_name]`; the seed falls back to
 // params.seed.
 Result<Sampling> read_sampling(const Value& params, std::string_view stage_name) {
-    std::vector<std::pair<std::string, const Value*>> layers;  // most specific first
+    struct Layer {
+        std::string where;
+        const Value* values;
+        bool has_temperature;  // params itself holds only a seed
+    };
+    std::vector<Layer> layers;  // most specific first
     if (const Value* stages = params.find("stage_sampling"); stages && !stages->is_null()) {
         if (!stages->is_map()) return fail(invalid("params.stage_sampling must be a map"));
         if (const Value* mine = stages->find(stage_name); mine && !mine->is_null()) {
             const std::string where = "params.stage_sampling." + std::string(stage_name);
             if (!mine->is_map()) return fail(invalid(where + " must be a map"));
-            layers.emplace_back(where, mine);
+            layers.push_back({where, mine, true});
         }
     }
     if (const Value* sampling = params.find("sampling"); sampling && !sampling->is_null()) {
         if (!sampling->is_map()) return fail(invalid("params.sampling must be a map"));
-        layers.emplace_back("params.sampling", sampling);
+        layers.push_back({"params.sampling", sampling, true});
     }
-    layers.emplace_back("params", &params);
+    layers.push_back({"params", &params, false});
     Sampling out;
     bool temperature_set = false;
     bool seed_set = false;
-    for (const auto& [where, layer] : layers) {
-        const Value* temperature = where == "params" ? nullptr : layer->find("temperature");
+    for (const auto& [where, layer, has_temperature] : layers) {
+        const Value* temperature = has_temperature ? layer->find("temperature") : nullptr;
         if (!temperature_set && temperature != nullptr && !temperature->is_null()) {
             if (!temperature->is_number() || temperature->as_number() < 0) {
                 return fail(invalid(where + ".temperature must be a non-negative number, got " +
