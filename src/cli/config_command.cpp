@@ -6,6 +6,7 @@
 #include "config/load.h"
 #include "config/render.h"
 #include "config/runtime_plan.h"
+#include "runner/builtins.h"
 
 namespace omnirt::cli {
 namespace {
@@ -21,6 +22,11 @@ void print_diagnostics(const std::vector<config::Diagnostic>& diagnostics) {
 }
 
 int run_validate(const ConfigOptions& options) {
+    // The built-in stages (test.*, demo.*) count as registered, as they are when a pipeline runs.
+    if (auto registered = runner::register_builtins(); !registered) {
+        std::cerr << "omnirt config validate: " << registered.error().to_string() << "\n";
+        return 1;
+    }
     config::LoadOptions load{.overrides = options.overrides};
     config::LoadReport report = config::load_pipeline_report(options.file, load);
     if (!report.config || !report.diagnostics.empty()) {
@@ -70,11 +76,11 @@ void add_config_command(CLI::App& app, int& exit_code) {
     config->require_subcommand(1);
 
     auto add_common = [&](CLI::App* command) {
-        command->add_option("file", options->file, "Pipeline config (YAML or JSON)")
-            ->required();
-        command->add_option("--set", options->overrides,
-                            "Override a config value: path=value (YAML scalar typing; stages by "
-                            "name, e.g. stages.thinker.factory_args.max_seq_len=4096)")
+        command->add_option("file", options->file, "Pipeline config (YAML or JSON)")->required();
+        command
+            ->add_option("--set", options->overrides,
+                         "Override a config value: path=value (YAML scalar typing; stages by "
+                         "name, e.g. stages.thinker.factory_args.max_seq_len=4096)")
             ->take_all();
     };
 
@@ -86,8 +92,7 @@ void add_config_command(CLI::App& app, int& exit_code) {
     CLI::App* show = config->add_subcommand(
         "show", "Print the resolved plan: stages, processes, endpoints, relays and edges");
     add_common(show);
-    show->add_option("--format", options->format, "text, json or mermaid")
-        ->capture_default_str();
+    show->add_option("--format", options->format, "text, json or mermaid")->capture_default_str();
     show->callback([options, &exit_code] { exit_code = run_show(*options); });
 }
 

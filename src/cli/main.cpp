@@ -9,6 +9,7 @@
 #include "cli/process_command.h"
 #include "cli/relay_commands.h"
 #include "cli/run_command.h"
+#include "cli/serve_command.h"
 
 int main(int argc, char** argv) {
     // Logs go to stderr: stdout carries command output (JSON, tables).
@@ -25,6 +26,7 @@ int main(int argc, char** argv) {
     omnirt::cli::add_bench_relay_command(*bench, exit_code);
     omnirt::cli::add_bench_pipeline_command(*bench, exit_code);
     omnirt::cli::add_run_command(app, exit_code);
+    omnirt::cli::add_serve_command(app, exit_code);
     omnirt::cli::add_relay_peer_command(app, exit_code);
     omnirt::cli::add_stage_process_command(app, exit_code);
     try {

@@ -46,9 +46,9 @@ TEST(ConfigShow, QwenOmniSpeechJsonListsNineStagesProcessesAndBothEdgeKinds) {
         std::string edge = e["from"].get<std::string>() + "->" + e["to"].get<std::string>();
         (e["kind"] == "stream" ? stream_edges : normal_edges).insert(edge);
     }
-    EXPECT_EQ(stream_edges, (std::set<std::string>{"thinker->talker_ar", "talker_ar->code_predictor",
-                                                   "code_predictor->code2wav",
-                                                   "code_predictor->talker_ar"}));
+    EXPECT_EQ(stream_edges,
+              (std::set<std::string>{"thinker->talker_ar", "talker_ar->code_predictor",
+                                     "code_predictor->code2wav", "code_predictor->talker_ar"}));
     EXPECT_TRUE(normal_edges.contains("preprocessing->image_encoder"));
     EXPECT_TRUE(normal_edges.contains("image_encoder->mm_aggregate"));
     EXPECT_TRUE(normal_edges.contains("thinker->decode"));
@@ -72,10 +72,10 @@ TEST(ConfigShow, TextAndMermaidFormats) {
 }
 
 TEST(ConfigShow, SetOverridesApply) {
-    auto result = run_command({omnirt_binary(), "config", "show",
-                               source_path("configs/qwen3_omni_speech.yaml"), "--format", "json",
-                               "--set", "stages.thinker.factory_args.max_seq_len=4096", "--set",
-                               "relay_backend=ucx"});
+    auto result =
+        run_command({omnirt_binary(), "config", "show",
+                     source_path("configs/qwen3_omni_speech.yaml"), "--format", "json", "--set",
+                     "stages.thinker.factory_args.max_seq_len=4096", "--set", "relay_backend=ucx"});
     ASSERT_EQ(result.exit_code, 0) << result.err;
     auto plan = nlohmann::json::parse(result.out);
     EXPECT_EQ(plan["relay_backend"], "ucx");
@@ -91,6 +91,14 @@ TEST(ConfigValidate, ReportsFactoriesNobodyRegisteredYet) {
     EXPECT_NE(result.err.find("unknown factory 'qwen3_omni.thinker'"), std::string::npos)
         << result.err;
     EXPECT_NE(result.err.find("errors"), std::string::npos);
+}
+
+TEST(ConfigValidate, AcceptsPipelinesOfBuiltInStages) {
+    for (const char* config : {"configs/test_pipeline.yaml", "configs/demo.yaml"}) {
+        auto result = run_command({omnirt_binary(), "config", "validate", source_path(config)});
+        EXPECT_EQ(result.exit_code, 0) << config << ": " << result.err;
+        EXPECT_NE(result.out.find(": ok ("), std::string::npos) << result.out;
+    }
 }
 
 TEST(ConfigValidate, ListsEveryErrorWithLocation) {

@@ -1,0 +1,161 @@
+#include "cli/serve_command.h"
+
+#include <signal.h>
+#include <spdlog/spdlog.h>
+
+#include <iostream>
+
+#include "cli/default_config.h"
+#include "client/client.h"
+#include "config/load.h"
+#include "runner/builtins.h"
+#include "runner/pipeline.h"
+#include "serve/api/api_server.h"
+
+namespace omnirt::cli {
+namespace {
+
+struct ServeOptions {
+    std::string config;
+    std::string model_path;
+    std::string model_name;
+    std::string host = "127.0.0.1";
+    int port = 8000;
+    std::string api_key;
+    std::size_t max_concurrency = 0;
+    std::string log_level = "info";
+    std::vector<std::string> overrides;
+    std::string allowed_media_dir;
+    bool allow_remote_media = false;
+    double request_timeout_s = 0;
+    double drain_timeout_s = 30;
+    int http_threads = 2;
+    std::size_t max_body_mb = 64;
+    std::string profile_dir = "/tmp/omnirt-profile";
+};
+
+Result<config::PipelineConfig> load_config(const ServeOptions& options) {
+    OMNI_RETURN_IF_ERROR(runner::register_builtins());
+    config::LoadOptions load{.overrides = options.overrides};
+    if (!options.model_path.empty()) load.overrides.push_back("model_path=" + options.model_path);
+    if (options.config.empty()) {
+        return config::load_pipeline_text(default_pipeline_yaml(), "<built-in demo pipeline>",
+                                          load);
+    }
+    return config::load_pipeline_file(options.config, load);
+}
+
+int serve(const ServeOptions& options) {
+    auto level = spdlog::level::from_str(options.log_level);
+    if (level == spdlog::level::off && options.log_level != "off") {
+        std::cerr << "--log-level: expected trace, debug, info, warn, error, critical or off\n";
+        return 2;
+    }
+    spdlog::set_level(level);
+    if (options.port < 0 || options.port > 65535) {
+        std::cerr << "--port: expected 0..65535\n";
+        return 2;
+    }
+    // SIGINT / SIGTERM are taken with sigwait below; every thread started later inherits the mask.
+    sigset_t signals;
+    sigemptyset(&signals);
+    sigaddset(&signals, SIGINT);
+    sigaddset(&signals, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+    auto config = load_config(options);
+    if (!config) {
+        std::cerr << "omnirt serve: " << config.error().to_string() << "\n";
+        return 1;
+    }
+    auto pipeline = runner::Pipeline::start(*config);
+    if (!pipeline) {
+        std::cerr << "omnirt serve: " << pipeline.error().to_string() << "\n";
+        return 1;
+    }
+    client::Client client((*pipeline)->coordinator());
+    serve::api::ApiServerOptions server_options{
+        .model_name = options.model_name.empty() ? config->resolved_name() : options.model_name,
+        .api_key = options.api_key,
+        .max_concurrency = options.max_concurrency,
+        .request_timeout =
+            std::chrono::milliseconds(static_cast<std::int64_t>(options.request_timeout_s * 1000)),
+        .profile_dir = options.profile_dir};
+    server_options.limits.max_body_bytes = options.max_body_mb << 20;
+    server_options.media.allowed_local_dir = options.allowed_media_dir;
+    server_options.media.allow_remote = options.allow_remote_media;
+    server_options.http.host = options.host;
+    server_options.http.port = static_cast<std::uint16_t>(options.port);
+    server_options.http.threads = options.http_threads;
+    auto server = serve::api::ApiServer::create(std::move(server_options), client);
+    if (!server) {
+        std::cerr << "omnirt serve: " << server.error().to_string() << "\n";
+        (*pipeline)->stop();
+        return 1;
+    }
+    if (auto started = (*server)->start(); !started) {
+        std::cerr << "omnirt serve: " << started.error().to_string() << "\n";
+        (*pipeline)->stop();
+        return 1;
+    }
+    std::cout << "omnirt serve: listening on http://" << options.host << ":" << (*server)->port()
+              << std::endl;
+    spdlog::info("serving model '{}' from pipeline '{}' ({} stages)", config->resolved_name(),
+                 config->name.value_or("?"), (*pipeline)->plan().stages.size());
+    int received = 0;
+    sigwait(&signals, &received);
+    spdlog::info("signal {}: draining (up to {} s)", received, options.drain_timeout_s);
+    if (auto drained = (*server)->drain(
+            std::chrono::milliseconds(static_cast<std::int64_t>(options.drain_timeout_s * 1000)));
+        !drained) {
+        spdlog::warn("drain: {}", drained.error().to_string());
+    }
+    // The pipeline ends every request still live (their callbacks use the server's state), then
+    // the server goes.
+    (*pipeline)->stop();
+    server->reset();
+    return 0;
+}
+
+}  // namespace
+
+void add_serve_command(CLI::App& app, int& exit_code) {
+    auto options = std::make_shared<ServeOptions>();
+    CLI::App* command = app.add_subcommand(
+        "serve",
+        "Serve a pipeline behind an OpenAI-compatible HTTP API (the demo without --config)");
+    command->add_option("--config", options->config, "Pipeline config (YAML or JSON)")
+        ->check(CLI::ExistingFile);
+    command->add_option("--model-path", options->model_path,
+                        "Checkpoint directory (sets the config's model_path)");
+    command->add_option("--model-name", options->model_name,
+                        "Model id clients use (default: the config's name, else model_path)");
+    command->add_option("--host", options->host, "Address to bind (default 127.0.0.1)");
+    command->add_option("--port", options->port, "Port (default 8000; 0: any free port)");
+    command->add_option("--api-key", options->api_key,
+                        "Require 'Authorization: Bearer KEY' on /v1/* and the profiler");
+    command->add_option("--max-concurrency", options->max_concurrency,
+                        "Generation requests at once; more get 429 (default 0: no limit)");
+    command->add_option("--log-level", options->log_level,
+                        "trace, debug, info, warn, error, critical, off (default info)");
+    command->add_option("--set", options->overrides, "Override a config field: path=value");
+    command->add_option("--allowed-media-dir", options->allowed_media_dir,
+                        "Directory local media paths (file://) may name (default: none allowed)");
+    command->add_flag("--allow-remote-media", options->allow_remote_media,
+                      "Pass http(s) media URLs on to the stages (default: 400)");
+    command->add_option("--request-timeout", options->request_timeout_s,
+                        "Per-request deadline in seconds (default 0: none)");
+    command->add_option("--drain-timeout", options->drain_timeout_s,
+                        "Seconds SIGTERM waits for in-flight responses (default 30)");
+    command->add_option("--http-threads", options->http_threads, "HTTP IO threads (default 2)")
+        ->check(CLI::Range(1, 256));
+    command
+        ->add_option("--max-body-mb", options->max_body_mb,
+                     "Largest request body in MiB; larger ones get 413 (default 64)")
+        ->check(CLI::Range(1, 4096));
+    command->add_option("--profile-dir", options->profile_dir,
+                        "Where /start_profile writes traces (default /tmp/omnirt-profile)");
+    command->callback([options, &exit_code] { exit_code = serve(*options); });
+}
+
+}  // namespace omnirt::cli

@@ -1,0 +1,94 @@
+#pragma once
+// Internal to the API server: the state every endpoint shares, and the helpers they use to
+// answer. Not a public header.
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "client/client.h"
+#include "serve/api/api_server.h"
+#include "serve/api/metrics.h"
+#include "serve/api/work_pool.h"
+#include "serve/http/http_server.h"
+#include "serve/openai/protocol_error.h"
+
+namespace omnirt::serve::api {
+
+using Clock = std::chrono::steady_clock;
+
+struct ApiServer::State {
+    ApiServerOptions options;
+    client::Client& client;
+    ServerMetrics metrics;
+    std::atomic<std::size_t> generating{0};  // generation requests holding a concurrency slot
+    std::unique_ptr<WorkPool> pool;
+    std::unique_ptr<http::HttpServer> http;
+    std::atomic<std::uint64_t> id_counter{0};
+
+    State(ApiServerOptions options_in, client::Client& client_in)
+        : options(std::move(options_in)), client(client_in) {}
+};
+using ApiState = ApiServer::State;
+
+// One HTTP request from its arrival to its answer: records the metrics exactly once.
+class Exchange {
+  public:
+    Exchange(ApiState& state, std::shared_ptr<http::HttpExchange> http, std::string endpoint);
+    ~Exchange();  // an unanswered exchange is answered 500 by the HTTP layer; counted here
+    Exchange(const Exchange&) = delete;
+    Exchange& operator=(const Exchange&) = delete;
+
+    [[nodiscard]] ApiState& state() const { return state_; }
+    [[nodiscard]] http::HttpExchange& http() const { return *http_; }
+    [[nodiscard]] const http::HttpRequest& request() const { return http_->request(); }
+    [[nodiscard]] double seconds_since_arrival() const;
+
+    // Complete answers; false when the client is gone.
+    bool respond(int status, std::string_view content_type, std::string body,
+                 http::HttpHeaders extra = {});
+    bool respond_json(int status, std::string body);
+    bool respond_error(const openai::ProtocolError& error);
+    // Streams: the status is recorded at start.
+    bool start_sse();
+    bool write(std::string chunk);
+    bool finish();
+
+    // Takes a generation slot (429 when --max-concurrency is reached; answered here, false).
+    bool admit();
+
+  private:
+    void record(int status);
+
+    ApiState& state_;
+    std::shared_ptr<http::HttpExchange> http_;
+    std::string endpoint_;
+    Clock::time_point arrival_;
+    bool recorded_ = false;
+    bool admitted_ = false;
+};
+
+// 401 when the server has an API key and the request does not carry it (answered; false).
+bool authorized(Exchange& exchange);
+
+// The HTTP answer to a pipeline error: 400 invalid_argument / out_of_range, 404 not_found, 429
+// resource_exhausted, 503 unavailable, 504 deadline_exceeded, 499-like client aborts as 503
+// (the server stopping), 500 otherwise; the message is the stage's.
+[[nodiscard]] openai::ProtocolError pipeline_error(const Error& error);
+
+// 404 when `model` is neither empty nor the served model's name.
+[[nodiscard]] openai::ProtocolStatus check_model(const ApiState& state, const std::string& model);
+
+// Request options of a generation request (the deadline).
+[[nodiscard]] pipeline::RequestOptions request_options(const ApiState& state);
+
+// A number for ids (completion_id / audio_id): unique in this process, not guessable.
+[[nodiscard]] std::uint64_t next_id_seed(ApiState& state);
+
+// Endpoint registration, one per file.
+[[nodiscard]] Status add_info_routes(ApiState& state);
+[[nodiscard]] Status add_chat_route(ApiState& state);
+[[nodiscard]] Status add_speech_route(ApiState& state);
+
+}  // namespace omnirt::serve::api

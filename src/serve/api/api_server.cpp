@@ -1,0 +1,167 @@
+// ApiServer: construction, the shared answer helpers, start / drain / stop.
+#include "serve/api/api_server.h"
+
+#include <random>
+
+#include "serve/api/api_internal.h"
+#include "serve/openai/responses.h"
+
+namespace omnirt::serve::api {
+
+Exchange::Exchange(ApiState& state, std::shared_ptr<http::HttpExchange> http, std::string endpoint)
+    : state_(state),
+      http_(std::move(http)),
+      endpoint_(std::move(endpoint)),
+      arrival_(Clock::now()) {}
+
+Exchange::~Exchange() {
+    if (!recorded_) record(500);
+    if (admitted_) {
+        state_.generating.fetch_sub(1);
+        state_.metrics.request_ended();
+    }
+}
+
+double Exchange::seconds_since_arrival() const {
+    return std::chrono::duration<double>(Clock::now() - arrival_).count();
+}
+
+void Exchange::record(int status) {
+    if (recorded_) return;
+    recorded_ = true;
+    state_.metrics.record_request(endpoint_, status, seconds_since_arrival());
+}
+
+bool Exchange::respond(int status, std::string_view content_type, std::string body,
+                       http::HttpHeaders extra) {
+    record(status);
+    return http_->respond(status, content_type, std::move(body), std::move(extra));
+}
+
+bool Exchange::respond_json(int status, std::string body) {
+    return respond(status, "application/json", std::move(body));
+}
+
+bool Exchange::respond_error(const openai::ProtocolError& error) {
+    return respond_json(error.http_status, openai::error_json(error));
+}
+
+bool Exchange::start_sse() {
+    record(200);
+    return http_->start_stream(200, "text/event-stream",
+                               {{"cache-control", "no-cache"}, {"x-accel-buffering", "no"}});
+}
+
+bool Exchange::write(std::string chunk) { return http_->write(std::move(chunk)); }
+
+bool Exchange::finish() { return http_->finish(); }
+
+bool Exchange::admit() {
+    std::size_t limit = state_.options.max_concurrency;
+    std::size_t now = state_.generating.fetch_add(1) + 1;
+    if (limit != 0 && now > limit) {
+        state_.generating.fetch_sub(1);
+        respond_error({429,
+                       "too many concurrent requests: the server takes at most " +
+                           std::to_string(limit) + " at once (--max-concurrency)",
+                       "rate_limit_error", "", "rate_limit_exceeded"});
+        return false;
+    }
+    admitted_ = true;
+    state_.metrics.request_started();
+    return true;
+}
+
+bool authorized(Exchange& exchange) {
+    const std::string& key = exchange.state().options.api_key;
+    if (key.empty()) return true;
+    const auto& headers = exchange.request().headers;
+    auto it = headers.find("authorization");
+    if (it != headers.end() && it->second == "Bearer " + key) return true;
+    exchange.respond_error({401,
+                            it == headers.end() ? "missing API key: send 'Authorization: Bearer "
+                                                  "<key>'"
+                                                : "incorrect API key",
+                            "invalid_request_error", "", "invalid_api_key"});
+    return false;
+}
+
+openai::ProtocolError pipeline_error(const Error& error) {
+    switch (error.code) {
+        case ErrorCode::invalid_argument:
+        case ErrorCode::out_of_range:
+            return {400, error.message, "invalid_request_error", "", ""};
+        case ErrorCode::not_found:
+            return {404, error.message, "invalid_request_error", "", ""};
+        case ErrorCode::resource_exhausted:
+            return {429, error.message, "rate_limit_error", "", "resource_exhausted"};
+        case ErrorCode::unavailable:
+        case ErrorCode::aborted:
+            return {503, error.message, "server_error", "", "unavailable"};
+        case ErrorCode::deadline_exceeded:
+            return {504, error.message, "server_error", "", "timeout"};
+        default:
+            return {500, error.message, "server_error", "", ""};
+    }
+}
+
+openai::ProtocolStatus check_model(const ApiState& state, const std::string& model) {
+    if (model.empty() || model == state.options.model_name) return {};
+    return unexpected<openai::ProtocolError>(
+        openai::ProtocolError{404,
+                              "the model '" + model + "' does not exist; this server serves '" +
+                                  state.options.model_name + "'",
+                              "invalid_request_error", "model", "model_not_found"});
+}
+
+pipeline::RequestOptions request_options(const ApiState& state) {
+    pipeline::RequestOptions options;
+    if (state.options.request_timeout.count() > 0) {
+        options.deadline = std::chrono::system_clock::now() + state.options.request_timeout;
+    }
+    return options;
+}
+
+std::uint64_t next_id_seed(ApiState& state) {
+    static const std::uint64_t salt =
+        (std::uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
+    return salt ^ (state.id_counter.fetch_add(1) * 0x9e3779b97f4a7c15ULL);
+}
+
+ApiServer::ApiServer(std::unique_ptr<State> state) : state_(std::move(state)) {}
+
+ApiServer::~ApiServer() { stop(); }
+
+Result<std::unique_ptr<ApiServer>> ApiServer::create(ApiServerOptions options,
+                                                     client::Client& client) {
+    if (options.model_name.empty()) {
+        return fail(ErrorCode::invalid_argument, "api server: model_name must not be empty");
+    }
+    options.http.max_body_bytes = options.limits.max_body_bytes;
+    options.http.error_body = [](int status, std::string_view message) {
+        return openai::error_json({status, std::string(message),
+                                   status >= 500 ? "server_error" : "invalid_request_error", "",
+                                   ""});
+    };
+    auto state = std::make_unique<State>(std::move(options), client);
+    OMNI_TRY(state->http, http::HttpServer::create(state->options.http));
+    state->pool = std::make_unique<WorkPool>(state->options.worker_threads);
+    OMNI_RETURN_IF_ERROR(add_info_routes(*state));
+    OMNI_RETURN_IF_ERROR(add_chat_route(*state));
+    OMNI_RETURN_IF_ERROR(add_speech_route(*state));
+    return std::unique_ptr<ApiServer>(new ApiServer(std::move(state)));
+}
+
+Status ApiServer::start() { return state_->http->start(); }
+
+std::uint16_t ApiServer::port() const { return state_->http->port(); }
+
+Status ApiServer::drain(std::chrono::milliseconds timeout) { return state_->http->drain(timeout); }
+
+void ApiServer::stop() {
+    if (state_->http) state_->http->stop();
+}
+
+const ServerMetrics& ApiServer::metrics() const { return state_->metrics; }
+
+}  // namespace omnirt::serve::api

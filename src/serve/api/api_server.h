@@ -1,0 +1,68 @@
+#pragma once
+// ApiServer: the OpenAI-compatible HTTP front end of a running pipeline (docs/serve.md).
+//
+//   GET  /health                 200 / 503 with per-stage state
+//   GET  /v1/models              the served model
+//   POST /v1/chat/completions    text and audio, streaming (SSE) or not
+//   POST /v1/audio/speech        audio in wav / pcm / flac / opus / mp3, or SSE
+//   GET  /metrics                Prometheus text
+//   POST /start_profile, /stop_profile
+//
+// The server never blocks an IO thread: requests go to the pipeline through the client's
+// callback API, responses are written from the coordinator's threads (cheap work) or a small
+// worker pool (whole-file audio encoding). A client that goes away aborts its request in every
+// stage.
+//
+// Thread safety: create / start / drain / stop from one owner thread; the client must outlive
+// the server.
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "client/client.h"
+#include "core/error.h"
+#include "serve/api/metrics.h"
+#include "serve/http/http_server.h"
+#include "serve/openai/limits.h"
+
+namespace omnirt::serve::api {
+
+struct ApiServerOptions {
+    std::string model_name;  // the id /v1/models lists; requests naming another model get 404
+    std::string api_key;     // non-empty: /v1/* and the profiler need "Authorization: Bearer KEY"
+    std::size_t max_concurrency = 0;  // generation requests at once; beyond it 429. 0: no limit
+    // Per-request deadline (the request fails with 504 when it passes). 0: none.
+    std::chrono::milliseconds request_timeout{0};
+    // Where profiler traces go: start_profile writes {dir}/trace-{stage}-{pid}.json templates.
+    std::string profile_dir = "/tmp/omnirt-profile";
+    int worker_threads = 2;  // the pool for whole-file audio encoding
+    openai::RequestLimits limits;
+    openai::MediaPolicy media;
+    http::HttpServerOptions http;
+};
+
+class ApiServer {
+  public:
+    [[nodiscard]] static Result<std::unique_ptr<ApiServer>> create(ApiServerOptions options,
+                                                                   client::Client& client);
+    ~ApiServer();  // stop()
+    ApiServer(const ApiServer&) = delete;
+    ApiServer& operator=(const ApiServer&) = delete;
+
+    [[nodiscard]] Status start();
+    [[nodiscard]] std::uint16_t port() const;
+    // Stops accepting, lets in-flight responses finish up to `timeout`, then stops.
+    [[nodiscard]] Status drain(std::chrono::milliseconds timeout);
+    void stop();
+
+    [[nodiscard]] const ServerMetrics& metrics() const;
+
+    struct State;
+
+  private:
+    explicit ApiServer(std::unique_ptr<State> state);
+    std::unique_ptr<State> state_;
+};
+
+}  // namespace omnirt::serve::api

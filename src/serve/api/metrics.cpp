@@ -1,0 +1,164 @@
+#include "serve/api/metrics.h"
+
+#include <cstdio>
+#include <tuple>
+
+namespace omnirt::serve::api {
+namespace {
+
+std::string number(double value) {
+    char buffer[64];
+    std::snprintf(buffer, sizeof(buffer), "%.17g", value);
+    return buffer;
+}
+
+// Label values escape backslash, double quote and newline.
+std::string label_value(std::string_view value) {
+    std::string out;
+    for (char c : value) {
+        if (c == '\\' || c == '"') out += '\\';
+        if (c == '\n') {
+            out += "\\n";
+            continue;
+        }
+        out += c;
+    }
+    return out;
+}
+
+void header(std::string& out, std::string_view name, std::string_view type, std::string_view help) {
+    out += "# HELP ";
+    out += name;
+    out += ' ';
+    out += help;
+    out += "\n# TYPE ";
+    out += name;
+    out += ' ';
+    out += type;
+    out += '\n';
+}
+
+void sample(std::string& out, std::string_view name, std::string_view labels, double value) {
+    out += name;
+    if (!labels.empty()) {
+        out += '{';
+        out += labels;
+        out += '}';
+    }
+    out += ' ';
+    out += number(value);
+    out += '\n';
+}
+
+}  // namespace
+
+void Histogram::observe(double seconds) {
+    if (!(seconds >= 0)) seconds = 0;  // NaN and negatives (clock steps) count as 0
+    std::size_t bucket = 0;
+    while (bucket < kBounds.size() && seconds > kBounds[bucket]) ++bucket;
+    std::lock_guard lock(mutex_);
+    ++counts_[bucket];
+    sum_ += seconds;
+    ++count_;
+}
+
+void Histogram::render(std::string& out, std::string_view name, std::string_view labels) const {
+    std::array<std::uint64_t, kBounds.size() + 1> counts;
+    double sum = 0;
+    std::uint64_t count = 0;
+    {
+        std::lock_guard lock(mutex_);
+        counts = counts_;
+        sum = sum_;
+        count = count_;
+    }
+    std::string prefix = labels.empty() ? std::string() : std::string(labels) + ",";
+    std::uint64_t cumulative = 0;
+    for (std::size_t i = 0; i <= kBounds.size(); ++i) {
+        cumulative += counts[i];
+        std::string le = i < kBounds.size() ? number(kBounds[i]) : "+Inf";
+        sample(out, std::string(name) + "_bucket", prefix + "le=\"" + le + "\"",
+               static_cast<double>(cumulative));
+    }
+    sample(out, std::string(name) + "_sum", labels, sum);
+    sample(out, std::string(name) + "_count", labels, static_cast<double>(count));
+}
+
+void ServerMetrics::record_request(std::string_view endpoint, int status, double seconds) {
+    std::lock_guard lock(mutex_);
+    auto it = endpoints_.find(endpoint);
+    if (it == endpoints_.end()) {
+        it = endpoints_
+                 .emplace(std::piecewise_construct, std::forward_as_tuple(endpoint),
+                          std::forward_as_tuple())
+                 .first;
+    }
+    ++it->second.by_status[status];
+    it->second.latency.observe(seconds);
+}
+
+std::string ServerMetrics::render(const pipeline::HealthReport& health) const {
+    std::string out;
+    {
+        std::lock_guard lock(mutex_);
+        header(out, "omnirt_http_requests_total", "counter",
+               "HTTP requests by endpoint and status.");
+        for (const auto& [endpoint, stats] : endpoints_) {
+            for (const auto& [status, count] : stats.by_status) {
+                sample(out, "omnirt_http_requests_total",
+                       "endpoint=\"" + label_value(endpoint) + "\",status=\"" +
+                           std::to_string(status) + "\"",
+                       static_cast<double>(count));
+            }
+        }
+        header(out, "omnirt_http_request_duration_seconds", "histogram",
+               "Time from a request's arrival to the end of its response.");
+        for (const auto& [endpoint, stats] : endpoints_) {
+            stats.latency.render(out, "omnirt_http_request_duration_seconds",
+                                 "endpoint=\"" + label_value(endpoint) + "\"");
+        }
+    }
+    header(out, "omnirt_http_requests_in_flight", "gauge", "Generation requests being served.");
+    sample(out, "omnirt_http_requests_in_flight", "", static_cast<double>(in_flight()));
+    header(out, "omnirt_time_to_first_token_seconds", "histogram",
+           "Time from a request's arrival to its first text delta.");
+    first_token_.render(out, "omnirt_time_to_first_token_seconds", "");
+    header(out, "omnirt_time_to_first_audio_seconds", "histogram",
+           "Time from a request's arrival to its first audio chunk.");
+    first_audio_.render(out, "omnirt_time_to_first_audio_seconds", "");
+    header(out, "omnirt_inter_chunk_gap_seconds", "histogram",
+           "Time between consecutive output chunks of a request.");
+    chunk_gap_.render(out, "omnirt_inter_chunk_gap_seconds", "");
+
+    header(out, "omnirt_pipeline_healthy", "gauge", "1 when every stage is alive.");
+    sample(out, "omnirt_pipeline_healthy", "", health.healthy ? 1 : 0);
+    header(out, "omnirt_stage_alive", "gauge", "1 when the stage's heartbeats are current.");
+    for (const auto& stage : health.stages) {
+        sample(out, "omnirt_stage_alive", "stage=\"" + label_value(stage.stage) + "\"",
+               stage.alive ? 1 : 0);
+    }
+    header(out, "omnirt_stage_queue_depth", "gauge", "Work queued in the stage's scheduler.");
+    for (const auto& stage : health.stages) {
+        sample(out, "omnirt_stage_queue_depth", "stage=\"" + label_value(stage.stage) + "\"",
+               static_cast<double>(stage.queue_depth));
+    }
+    header(out, "omnirt_stage_active_requests", "gauge", "Requests holding state in the stage.");
+    for (const auto& stage : health.stages) {
+        sample(out, "omnirt_stage_active_requests", "stage=\"" + label_value(stage.stage) + "\"",
+               static_cast<double>(stage.active_requests));
+    }
+    header(out, "omnirt_stage_processed_total", "counter", "Items the stage has processed.");
+    for (const auto& stage : health.stages) {
+        sample(out, "omnirt_stage_processed_total", "stage=\"" + label_value(stage.stage) + "\"",
+               static_cast<double>(stage.processed));
+    }
+    header(out, "omnirt_pipeline_requests", "gauge",
+           "Coordinator requests: live ones by state, and totals of ended ones.");
+    for (const auto& [state, count] : health.requests_by_state) {
+        sample(out, "omnirt_pipeline_requests", "state=\"" + label_value(state) + "\"",
+               static_cast<double>(count));
+    }
+    return out;
+}
+
+}  // namespace omnirt::serve::api
