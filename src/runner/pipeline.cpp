@@ -47,7 +47,8 @@ struct Pipeline::State {
             if (child->name() == process) relay::shm::remove_segments_of_dead_process(child->pid());
         }
         if (coordinator) {
-            coordinator->mark_stages_down(stages, "process '" + process + "' " + status.to_string());
+            coordinator->mark_stages_down(stages,
+                                          "process '" + process + "' " + status.to_string());
         }
     }
 
@@ -67,14 +68,14 @@ struct Pipeline::State {
                      raw->on_child_exit(name, status);
                  }));
         for (const auto& process : plan->processes) {
-            OMNI_TRY(auto child,
-                     ChildProcess::spawn({.name = process.name,
-                                          .binary = binary,
-                                          .args = {"stage-process", "--plan", plan_path, "--process",
-                                                   process.name, "--heartbeat-ms",
-                                                   std::to_string(options.heartbeat_interval.count()),
-                                                   "--relay-timeout-ms",
-                                                   std::to_string(options.relay_timeout.count())}}));
+            OMNI_TRY(auto child, ChildProcess::spawn(
+                                     {.name = process.name,
+                                      .binary = binary,
+                                      .args = {"stage-process", "--plan", plan_path, "--process",
+                                               process.name, "--heartbeat-ms",
+                                               std::to_string(options.heartbeat_interval.count()),
+                                               "--relay-timeout-ms",
+                                               std::to_string(options.relay_timeout.count())}}));
             children.push_back(std::move(child));
         }
         for (auto& child : children) {
@@ -105,10 +106,12 @@ struct Pipeline::State {
             }
         }
         children.clear();
-        coordinator.reset();
+        // The stopped coordinator stays (its sockets are closed, its threads joined): calls
+        // after stop() get `unavailable` instead of touching a destroyed object.
         if (runtime_dir) {
             // Segments of children that were killed (their own close() unlinks the rest).
-            auto removed = relay::shm::remove_stale_segments(relay::shm::instance_tag(runtime_dir->path()));
+            auto removed =
+                relay::shm::remove_stale_segments(relay::shm::instance_tag(runtime_dir->path()));
             if (!removed) spdlog::warn("stale segments: {}", removed.error().message);
         }
         runtime_dir.reset();  // removes the sockets, the plan file and the directory
@@ -127,10 +130,10 @@ pipeline::CoordinatorOptions coordinator_options(const config::RuntimePlan& plan
                                      .max_live_requests = options.max_live_requests};
     for (const auto& stage : plan.stages) out.stage_endpoints[stage.name] = stage.endpoint;
     // A stage is reported dead after missing a few heartbeats.
-    out.heartbeat_timeout = std::max(options.heartbeat_interval * 5, std::chrono::milliseconds(2000));
+    out.heartbeat_timeout =
+        std::max(options.heartbeat_interval * 5, std::chrono::milliseconds(2000));
     return out;
 }
-
 
 }  // namespace
 
@@ -139,8 +142,8 @@ Result<std::unique_ptr<Pipeline>> Pipeline::start(const config::PipelineConfig& 
     OMNI_RETURN_IF_ERROR(register_builtins());
     auto state = std::make_unique<State>();
     state->options = options;
-    std::string base =
-        options.runtime_base.empty() ? config::runtime_base_path(config.endpoints) : options.runtime_base;
+    std::string base = options.runtime_base.empty() ? config::runtime_base_path(config.endpoints)
+                                                    : options.runtime_base;
     OMNI_TRY(state->runtime_dir, config::RuntimeDirectory::create(base));
     OMNI_TRY(config::RuntimePlan plan,
              config::prepare_runtime(config, {.runtime_dir = state->runtime_dir->path()}));
@@ -180,7 +183,6 @@ Result<std::unique_ptr<Pipeline>> Pipeline::start(const config::PipelineConfig& 
     return pipeline;
 }
 
-
 Pipeline::Pipeline(std::unique_ptr<State> state) : state_(std::move(state)) {}
 
 Pipeline::~Pipeline() { stop(); }
@@ -194,9 +196,8 @@ Result<StagePayload> Pipeline::submit(const std::string& request_id, OmniRequest
     return state_->coordinator->submit(request_id, std::move(request), options);
 }
 
-Result<std::unique_ptr<pipeline::RequestStream>> Pipeline::stream(const std::string& request_id,
-                                                                  OmniRequest request,
-                                                                  pipeline::RequestOptions options) {
+Result<std::unique_ptr<pipeline::RequestStream>> Pipeline::stream(
+    const std::string& request_id, OmniRequest request, pipeline::RequestOptions options) {
     return state_->coordinator->stream(request_id, std::move(request), options);
 }
 

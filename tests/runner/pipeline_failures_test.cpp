@@ -17,7 +17,7 @@ using runner::Placement;
 using Kind = pipeline::RequestEvent::Kind;
 
 class PipelineFailures : public ::testing::TestWithParam<Layout> {
-protected:
+  protected:
     std::string p(const std::string& process) const { return process_name(GetParam(), process); }
     std::unique_ptr<runner::Pipeline> start(const std::string& yaml) {
         auto pipeline = start_pipeline(yaml, GetParam());
@@ -34,11 +34,14 @@ TEST_P(PipelineFailures, AbortInTheMiddleOfAStreamReleasesEveryStage) {
 name: abort-stream
 model_path: none
 stages:
-  - {name: streamer, process: )" + p("a") + R"(, factory: test.token_streamer,
+  - {name: streamer, process: )" +
+                          p("a") + R"(, factory: test.token_streamer,
      factory_args: {tokens: 3}, next: slow, stream_to: [collector]}
-  - {name: slow, process: )" + p("b") + R"(, factory: test.sleep, factory_args: {ms: 600000},
+  - {name: slow, process: )" +
+                          p("b") + R"(, factory: test.sleep, factory_args: {ms: 600000},
      next: collector}
-  - {name: collector, process: )" + p("c") + R"(, factory: test.stream_collector,
+  - {name: collector, process: )" +
+                          p("c") + R"(, factory: test.stream_collector,
      factory_args: {forward: true}, terminal: true}
 )");
     ASSERT_TRUE(pipeline);
@@ -73,9 +76,12 @@ TEST_P(PipelineFailures, StageErrorFailsTheRequestAndAbortsItEverywhere) {
 name: stage-error
 model_path: none
 stages:
-  - {name: src, process: )" + p("a") + R"(, factory: test.identity, next: [boom, join]}
-  - {name: boom, process: )" + p("b") + R"(, factory: test.fail, next: join}
-  - {name: join, process: )" + p("c") + R"(, factory: test.identity, wait_for: [src, boom],
+  - {name: src, process: )" +
+                          p("a") + R"(, factory: test.identity, next: [boom, join]}
+  - {name: boom, process: )" +
+                          p("b") + R"(, factory: test.fail, next: join}
+  - {name: join, process: )" +
+                          p("c") + R"(, factory: test.identity, wait_for: [src, boom],
      merge_fn: test.merge, terminal: true}
 )");
     ASSERT_TRUE(pipeline);
@@ -94,14 +100,18 @@ TEST_P(PipelineFailures, FanInTimeoutFailsTheRequestInsteadOfLeakingIt) {
 name: fan-in-timeout
 model_path: none
 stages:
-  - {name: src, process: )" + p("a") + R"(, factory: test.identity, next: [never, join],
+  - {name: src, process: )" +
+                          p("a") + R"(, factory: test.identity, next: [never, join],
      route_fn: test.route_from_params}
-  - {name: never, process: )" + p("b") + R"(, factory: test.identity, next: join}
-  - {name: join, process: )" + p("c") + R"(, factory: test.identity, wait_for: [src, never],
+  - {name: never, process: )" +
+                          p("b") + R"(, factory: test.identity, next: join}
+  - {name: join, process: )" +
+                          p("c") + R"(, factory: test.identity, wait_for: [src, never],
      merge_fn: test.merge, terminal: true, fan_in_timeout_s: 0.2}
 )");
     ASSERT_TRUE(pipeline);
-    auto result = pipeline->submit("timeout-1", OmniRequest{.params = Map{{"route", List{"join"}}}});
+    auto result =
+        pipeline->submit("timeout-1", OmniRequest{.params = Map{{"route", List{"join"}}}});
     ASSERT_FALSE(result.has_value());
     EXPECT_EQ(result.error().code, ErrorCode::deadline_exceeded) << result.error().to_string();
     EXPECT_NE(result.error().message.find("never"), std::string::npos) << result.error().message;
@@ -113,7 +123,8 @@ TEST_P(PipelineFailures, DeadlineFailsARequestStuckInAStage) {
 name: deadline
 model_path: none
 stages:
-  - {name: slow, process: )" + p("a") + R"(, factory: test.sleep, factory_args: {ms: 600000},
+  - {name: slow, process: )" +
+                          p("a") + R"(, factory: test.sleep, factory_args: {ms: 600000},
      terminal: true}
 )");
     ASSERT_TRUE(pipeline);
@@ -130,10 +141,13 @@ TEST_P(PipelineFailures, AThousandConcurrentRequestsCompleteExactlyOnce) {
 name: load
 model_path: none
 stages:
-  - {name: produce, process: )" + p("a") + R"(, factory: test.tensor_producer,
+  - {name: produce, process: )" +
+                          p("a") + R"(, factory: test.tensor_producer,
      factory_args: {bytes: 4096}, next: pass}
-  - {name: pass, process: )" + p("b") + R"(, factory: test.identity, next: last}
-  - {name: last, process: )" + p("c") + R"(, factory: test.identity, terminal: true}
+  - {name: pass, process: )" +
+                          p("b") + R"(, factory: test.identity, next: last}
+  - {name: last, process: )" +
+                          p("c") + R"(, factory: test.identity, terminal: true}
 )");
     ASSERT_TRUE(pipeline);
     constexpr int kRequests = 1000;
@@ -144,8 +158,7 @@ stages:
     for (int i = 0; i < kRequests; ++i) {
         std::string id = "load-" + std::to_string(i);
         Status started = pipeline->coordinator().start_request(
-            id, OmniRequest{.inputs = Map{{"i", i}}}, {},
-            [&, id, i](pipeline::RequestEvent event) {
+            id, OmniRequest{.inputs = Map{{"i", i}}}, {}, [&, id, i](pipeline::RequestEvent event) {
                 if (!event.terminal()) return;
                 std::lock_guard lock(mutex);
                 const Value* input = event.result.data.find("input");
@@ -174,7 +187,8 @@ stages:
 
 INSTANTIATE_TEST_SUITE_P(Layouts, PipelineFailures,
                          ::testing::Values(Layout{Placement::in_process, false, "InProcess"},
-                                           Layout{Placement::in_process, true, "InProcessColocated"},
+                                           Layout{Placement::in_process, true,
+                                                  "InProcessColocated"},
                                            Layout{Placement::processes, false, "ChildProcesses"}),
                          [](const auto& info) { return info.param.name; });
 
@@ -194,10 +208,12 @@ stages:
     ASSERT_TRUE(ok.has_value()) << ok.error().to_string();
     int back_pid = pipeline->process_ids().at("back");
 
-    auto crashed = pipeline->submit("crash-1", OmniRequest{.params = Map{{"crash_stage", "crasher"}}});
+    auto crashed =
+        pipeline->submit("crash-1", OmniRequest{.params = Map{{"crash_stage", "crasher"}}});
     ASSERT_FALSE(crashed.has_value());
     EXPECT_EQ(crashed.error().code, ErrorCode::unavailable) << crashed.error().to_string();
-    EXPECT_NE(crashed.error().message.find("crasher"), std::string::npos) << crashed.error().message;
+    EXPECT_NE(crashed.error().message.find("crasher"), std::string::npos)
+        << crashed.error().message;
     EXPECT_NE(crashed.error().message.find("77"), std::string::npos) << crashed.error().message;
     EXPECT_FALSE(pipeline->health().healthy);
     auto rejected = pipeline->submit("after-crash", OmniRequest{});
@@ -246,6 +262,29 @@ stages:
     EXPECT_NE(started.error().message.find("produce"), std::string::npos)
         << started.error().message;
     EXPECT_NE(started.error().message.find("bytes"), std::string::npos) << started.error().message;
+}
+
+TEST(PipelineStop, CallsAfterStopAreRefusedNotCrashes) {
+    auto started = start_pipeline(R"(
+name: stopped
+model_path: none
+stages:
+  - {name: only, process: a, factory: test.identity, terminal: true}
+)",
+                                  Layout{Placement::in_process, false, "stopped"});
+    ASSERT_TRUE(started.has_value()) << started.error().to_string();
+    auto& pipeline = **started;
+    pipeline.stop();
+    pipeline.stop();  // idempotent
+    auto submitted = pipeline.submit("late", OmniRequest{.inputs = 1});
+    ASSERT_FALSE(submitted.has_value());
+    EXPECT_EQ(submitted.error().code, ErrorCode::unavailable);
+    auto started_request = pipeline.coordinator().start_request("late2", OmniRequest{}, {},
+                                                                [](pipeline::RequestEvent) {});
+    ASSERT_FALSE(started_request.has_value());
+    EXPECT_EQ(started_request.error().code, ErrorCode::unavailable);
+    EXPECT_FALSE(pipeline.abort("late", "x").has_value());
+    EXPECT_FALSE(pipeline.health().healthy);
 }
 
 }  // namespace
