@@ -245,7 +245,8 @@ TEST(ClientStream, RecordsAndReadsCountsIgnoringMalformedEntries) {
     record_client_chunks(request, "a", 2);
     record_client_chunks(request, "b", 5);
     record_client_chunks(request, "a", 1);  // the larger count stays
-    EXPECT_EQ(recorded_client_chunks(request), (std::map<std::string, std::int64_t>{{"a", 2}, {"b", 5}}));
+    EXPECT_EQ(recorded_client_chunks(request),
+              (std::map<std::string, std::int64_t>{{"a", 2}, {"b", 5}}));
     request.metadata[kClientChunksKey]["c"] = "many";
     request.metadata[kClientChunksKey]["d"] = -4;
     EXPECT_EQ(recorded_client_chunks(request).size(), 2u);

@@ -5,6 +5,8 @@
 // /dev/shm segments of this process).
 #include <gtest/gtest.h>
 
+#include "support/threads.h"
+
 #include <chrono>
 #include <condition_variable>
 #include <functional>
@@ -53,6 +55,7 @@ std::vector<std::string> shm_segments_of_this_process();
 // Threads of this process (/proc/self/task).
 std::size_t thread_count();
 // Their names, for failure messages.
+using omnirt::testing::thread_count_settles_to;
 std::string thread_names();
 
 // A Scheduler with one worker thread that calls `handler` for every inbox message. It records

@@ -195,7 +195,8 @@ void CoordinatorTest::TearDown() {
     coordinator_.reset();
     stages_.clear();
     EXPECT_EQ(directory_entries(dir_->path()), 0u) << "ipc sockets left in " << dir_->path();
-    EXPECT_EQ(thread_count(), threads_before_) << "threads left running";
+    EXPECT_TRUE(thread_count_settles_to(threads_before_))
+        << "threads left running: " << thread_count() << " vs " << threads_before_;
     dir_.reset();
 }
 

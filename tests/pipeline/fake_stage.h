@@ -16,6 +16,7 @@
 #include "config/runtime_dir.h"
 #include "control/control_plane.h"
 #include "pipeline/coordinator.h"
+#include "support/threads.h"
 
 namespace omnirt::pipeline::testing {
 
@@ -96,6 +97,7 @@ class EventLog {
 
 // Threads of this process (from /proc/self/task).
 std::size_t thread_count();
+using omnirt::testing::thread_count_settles_to;  // support/threads.h
 // Entries of a directory (ipc socket files left behind).
 std::size_t directory_entries(const std::string& path);
 

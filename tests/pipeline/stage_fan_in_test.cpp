@@ -41,7 +41,7 @@ class StageFanInTest : public ::testing::Test {
     void SetUp() override { threads_before_ = thread_count(); }
     void TearDown() override {
         EXPECT_TRUE(shm_segments_of_this_process().empty());
-        EXPECT_EQ(thread_count(), threads_before_) << thread_names();
+        EXPECT_TRUE(thread_count_settles_to(threads_before_)) << thread_names();
     }
 
     // Plays stage `from` sending `data` for `request_id` to d (no tensors: no relay data).

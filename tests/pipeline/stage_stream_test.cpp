@@ -32,7 +32,7 @@ class StageStreamTest : public ::testing::Test {
     void SetUp() override { threads_before_ = thread_count(); }
     void TearDown() override {
         EXPECT_TRUE(shm_segments_of_this_process().empty());
-        EXPECT_EQ(thread_count(), threads_before_) << thread_names();
+        EXPECT_TRUE(thread_count_settles_to(threads_before_)) << thread_names();
     }
     std::size_t threads_before_ = 0;
 };

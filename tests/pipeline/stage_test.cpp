@@ -42,7 +42,7 @@ class StageTest : public ::testing::Test {
     void TearDown() override {
         // Every stage and the coordinator are gone: nothing of them may remain.
         EXPECT_TRUE(shm_segments_of_this_process().empty());
-        EXPECT_EQ(thread_count(), threads_before_) << thread_names();
+        EXPECT_TRUE(thread_count_settles_to(threads_before_)) << thread_names();
     }
     std::size_t threads_before_ = 0;
 };

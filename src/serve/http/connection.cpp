@@ -1,6 +1,7 @@
 // One HTTP/1.1 connection: request reading, routing, the exchange write loop, disconnects.
 #include "serve/http/connection.h"
 
+#include <algorithm>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/post.hpp>
@@ -11,7 +12,6 @@
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/status.hpp>
 #include <boost/beast/http/string_body.hpp>
-#include <algorithm>
 #include <cctype>
 #include <exception>
 
@@ -26,6 +26,9 @@ using boost::system::error_code;
 namespace {
 
 constexpr std::size_t kReadChunk = 16 * 1024;
+// After refusing a request: how long, and how many bytes, the rest of it is read and dropped.
+constexpr std::chrono::seconds kLingerTime{5};
+constexpr std::size_t kLingerBytes = std::size_t{1} << 30;
 
 HttpRequest to_request(bhttp::request<bhttp::string_body>& message) {
     HttpRequest request;
@@ -89,9 +92,29 @@ asio::awaitable<bool> Connection::write_all(std::string data) {
     co_return !ec;
 }
 
+asio::awaitable<void> Connection::linger_close() {
+    // The client may still be sending the request we refused. Closing with unread bytes makes
+    // the kernel reset the connection, and a reset can destroy the answer before the client
+    // reads it; so stop sending, then read and discard until the client closes (bounded in
+    // time and bytes).
+    error_code ec;
+    stream_.socket().shutdown(asio::ip::tcp::socket::shutdown_send, ec);
+    if (ec) co_return;
+    stream_.expires_after(kLingerTime);
+    std::size_t discarded = 0;
+    while (discarded < kLingerBytes) {
+        buffer_.clear();
+        std::size_t n = co_await stream_.async_read_some(
+            buffer_.prepare(kReadChunk * 4), asio::redirect_error(asio::use_awaitable, ec));
+        if (ec) break;
+        discarded += n;
+    }
+    buffer_.clear();
+}
+
 asio::awaitable<void> Connection::send_error(int status, std::string_view message) {
-    co_await write_all(format_response(status, "application/json", server_.error_body(status, message),
-                                       {}, false, false));
+    co_await write_all(format_response(status, "application/json",
+                                       server_.error_body(status, message), {}, false, false));
 }
 
 asio::awaitable<void> Connection::run(std::shared_ptr<Connection> self) {
@@ -119,15 +142,20 @@ asio::awaitable<void> Connection::run(std::shared_ptr<Connection> self) {
         co_await bhttp::async_read(stream_, buffer_, parser,
                                    asio::redirect_error(asio::use_awaitable, ec));
         if (ec) {
+            bool answered = true;
             if (ec == bhttp::error::body_limit) {
                 co_await send_error(413, "request body too large");
             } else if (ec == bhttp::error::header_limit || ec == bhttp::error::buffer_overflow) {
                 co_await send_error(431, "request header fields too large");
-            } else if (ec.category() == bhttp::make_error_code(bhttp::error::bad_target).category() &&
+            } else if (ec.category() ==
+                           bhttp::make_error_code(bhttp::error::bad_target).category() &&
                        ec != bhttp::error::end_of_stream && ec != bhttp::error::partial_message) {
                 co_await send_error(400, "malformed request: " + ec.message());
+            } else {
+                answered = false;  // timeouts, resets, truncated requests: just close
             }
-            break;  // timeouts, resets, truncated requests: just close
+            if (answered) co_await linger_close();
+            break;
         }
         bool keep_alive = parser.get().keep_alive();
         HttpRequest request = to_request(parser.get());
@@ -158,18 +186,18 @@ asio::awaitable<bool> Connection::serve_route(HttpRequest request, bool keep_ali
             }
             extra["allow"] = allow;
         }
-        std::string message = status == 404 ? "no route for " + request.path
-                                             : "method " + request.method + " not allowed on " +
-                                                   request.path;
-        bool written = co_await write_all(format_response(
-            status, "application/json", server_.error_body(status, message), extra, keep_alive,
-            request.version == 10));
-        co_return written && keep_alive;
+        std::string message = status == 404
+                                  ? "no route for " + request.path
+                                  : "method " + request.method + " not allowed on " + request.path;
+        bool written = co_await write_all(
+            format_response(status, "application/json", server_.error_body(status, message), extra,
+                            keep_alive, request.version == 10));
+        co_return written&& keep_alive;
     }
     const HttpHandler& handler = path->second.find(request.method)->second;
     bool http10 = request.version == 10;
-    exchange_ = std::make_shared<ExchangeState>(
-        server_.core, std::weak_ptr<ExchangeChannel>(shared_from_this()));
+    exchange_ = std::make_shared<ExchangeState>(server_.core,
+                                                std::weak_ptr<ExchangeChannel>(shared_from_this()));
     {
         auto exchange = std::make_shared<HttpExchange>(exchange_, std::move(request));
         try {
@@ -186,8 +214,8 @@ asio::awaitable<bool> Connection::serve_route(HttpRequest request, bool keep_ali
 
 asio::awaitable<void> Connection::watch(std::shared_ptr<Connection> self) {
     // Reads ahead (pipelined requests stay buffered) so that a closed socket is noticed.
-    while (!stop_watching_ && buffer_.size() < server_.options.max_header_bytes +
-                                                  server_.options.max_body_bytes) {
+    while (!stop_watching_ &&
+           buffer_.size() < server_.options.max_header_bytes + server_.options.max_body_bytes) {
         error_code ec;
         std::size_t n = co_await stream_.async_read_some(
             buffer_.prepare(kReadChunk), asio::redirect_error(asio::use_awaitable, ec));
@@ -245,8 +273,8 @@ asio::awaitable<bool> Connection::serve_exchange(bool keep_alive, bool http10) {
             case OutItem::Kind::stream_head:
                 raw_stream = http10;
                 if (raw_stream) keep_alive = false;
-                data = format_stream_head(item.status, item.content_type, item.headers,
-                                          keep_alive, http10);
+                data = format_stream_head(item.status, item.content_type, item.headers, keep_alive,
+                                          http10);
                 break;
             case OutItem::Kind::chunk:
                 data = raw_stream ? std::move(item.body) : format_chunk(item.body);
@@ -276,7 +304,7 @@ asio::awaitable<bool> Connection::serve_exchange(bool keep_alive, bool http10) {
             co_await signal_.async_wait(asio::redirect_error(asio::use_awaitable, ignored));
         }
     }
-    co_return ok && keep_alive && !peer_gone_ && !close_requested_ && !server_.draining;
+    co_return ok&& keep_alive && !peer_gone_ && !close_requested_ && !server_.draining;
 }
 
 }  // namespace omnirt::serve::http::detail

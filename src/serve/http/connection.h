@@ -4,8 +4,8 @@
 
 #include <atomic>
 #include <boost/asio/awaitable.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <condition_variable>
@@ -37,7 +37,7 @@ struct ServerShared {
 // Runs on its socket's strand: reads requests in order, hands each to its route, writes the
 // answer, and keeps a read pending meanwhile to notice the client going away.
 class Connection : public ExchangeChannel, public std::enable_shared_from_this<Connection> {
-public:
+  public:
     Connection(boost::asio::ip::tcp::socket socket, ServerShared& server);
 
     // `self` (this connection) is kept alive by the coroutine frame.
@@ -51,12 +51,13 @@ public:
     // After the IO threads stopped: the unfinished exchange sees a disconnect.
     void abort_after_stop();
 
-private:
+  private:
     boost::asio::awaitable<bool> serve_route(HttpRequest request, bool keep_alive);
     boost::asio::awaitable<bool> serve_exchange(bool keep_alive, bool http10);
     boost::asio::awaitable<void> watch(std::shared_ptr<Connection> self);
     boost::asio::awaitable<bool> write_all(std::string data);
     boost::asio::awaitable<void> send_error(int status, std::string_view message);
+    boost::asio::awaitable<void> linger_close();
     void wake();
 
     boost::beast::tcp_stream stream_;

@@ -8,6 +8,7 @@
 
 #include "serve/http/http_server.h"
 #include "serve/http/test_client.h"
+#include "support/threads.h"
 
 namespace omnirt::serve::http {
 namespace {
@@ -18,7 +19,7 @@ constexpr auto kGuard = 30s;  // hang guard, never a synchronisation sleep
 
 // Exchanges the handler parked, for the test thread to answer.
 class Parked {
-public:
+  public:
     void add(std::shared_ptr<HttpExchange> exchange) {
         std::lock_guard lock(mutex_);
         exchanges_.push_back(std::move(exchange));
@@ -33,14 +34,14 @@ public:
         return std::move(exchanges_);
     }
 
-private:
+  private:
     std::mutex mutex_;
     std::condition_variable changed_;
     std::vector<std::shared_ptr<HttpExchange>> exchanges_;
 };
 
 class ExchangeTest : public ::testing::Test {
-protected:
+  protected:
     void SetUp() override {
         fds_before_ = testing::open_fds();
         threads_before_ = testing::thread_count();
@@ -49,7 +50,7 @@ protected:
         server_.reset();
         parked_.take();
         EXPECT_EQ(testing::open_fds(), fds_before_) << "fds leaked";
-        EXPECT_EQ(testing::thread_count(), threads_before_) << "threads leaked";
+        EXPECT_TRUE(omnirt::testing::thread_count_settles_to(threads_before_)) << "threads leaked";
     }
     void start(HttpHandler handler, HttpServerOptions options = {}) {
         auto server = HttpServer::create(std::move(options));
@@ -74,7 +75,8 @@ TEST_F(ExchangeTest, StreamWrittenFromAnotherThreadArrivesInOrder) {
     start([&](std::shared_ptr<HttpExchange> ex) {
         std::lock_guard lock(writers_mutex);
         writers.emplace_back([ex] {
-            EXPECT_TRUE(ex->start_stream(200, "text/event-stream", {{"cache-control", "no-cache"}}));
+            EXPECT_TRUE(
+                ex->start_stream(200, "text/event-stream", {{"cache-control", "no-cache"}}));
             EXPECT_FALSE(ex->respond(200, "text/plain", "too late"));
             for (int i = 0; i < 100; ++i) {
                 EXPECT_TRUE(ex->write("data: " + std::to_string(i) + "\n\n"));

@@ -9,13 +9,14 @@
 #include <thread>
 
 #include "serve/http/test_client.h"
+#include "support/threads.h"
 
 namespace omnirt::serve::http {
 namespace {
 using testing::Client;
 
 class ServerTest : public ::testing::Test {
-protected:
+  protected:
     void SetUp() override {
         fds_before_ = testing::open_fds();
         threads_before_ = testing::thread_count();
@@ -24,29 +25,42 @@ protected:
         server_.reset();
         for (auto& responder : responders_) responder.join();
         EXPECT_EQ(testing::open_fds(), fds_before_) << "fds leaked";
-        EXPECT_EQ(testing::thread_count(), threads_before_) << "threads leaked";
+        EXPECT_TRUE(omnirt::testing::thread_count_settles_to(threads_before_)) << "threads leaked";
     }
     void start(HttpServerOptions options = {}) {
         auto server = HttpServer::create(std::move(options));
         ASSERT_TRUE(server.has_value()) << server.error().to_string();
         server_ = std::move(*server);
-        ASSERT_TRUE(server_->add_route("GET", "/hello", [](std::shared_ptr<HttpExchange> ex) {
-            ex->respond(200, "text/plain", "hello " + ex->request().query,
-                        {{"x-custom", "1"}});
-        }).has_value());
-        ASSERT_TRUE(server_->add_route("POST", "/echo", [this](std::shared_ptr<HttpExchange> ex) {
-            const auto& headers = ex->request().headers;
-            auto it = headers.find("x-tag");
-            std::string tag = it == headers.end() ? "" : it->second;
-            // Answered from another thread, like the pipeline coordinator does.
-            std::lock_guard lock(responders_mutex_);
-            responders_.emplace_back(
-                [ex, tag] { ex->respond(200, "text/plain", tag + ":" + ex->request().body); });
-        }).has_value());
-        ASSERT_TRUE(server_->add_route("GET", "/drop", [](std::shared_ptr<HttpExchange>) {}).has_value());
-        ASSERT_TRUE(server_->add_route("GET", "/throw", [](std::shared_ptr<HttpExchange>) {
-            throw std::runtime_error("boom");
-        }).has_value());
+        ASSERT_TRUE(server_
+                        ->add_route("GET", "/hello",
+                                    [](std::shared_ptr<HttpExchange> ex) {
+                                        ex->respond(200, "text/plain",
+                                                    "hello " + ex->request().query,
+                                                    {{"x-custom", "1"}});
+                                    })
+                        .has_value());
+        ASSERT_TRUE(server_
+                        ->add_route("POST", "/echo",
+                                    [this](std::shared_ptr<HttpExchange> ex) {
+                                        const auto& headers = ex->request().headers;
+                                        auto it = headers.find("x-tag");
+                                        std::string tag = it == headers.end() ? "" : it->second;
+                                        // Answered from another thread, like the pipeline
+                                        // coordinator does.
+                                        std::lock_guard lock(responders_mutex_);
+                                        responders_.emplace_back([ex, tag] {
+                                            ex->respond(200, "text/plain",
+                                                        tag + ":" + ex->request().body);
+                                        });
+                                    })
+                        .has_value());
+        ASSERT_TRUE(
+            server_->add_route("GET", "/drop", [](std::shared_ptr<HttpExchange>) {}).has_value());
+        ASSERT_TRUE(
+            server_
+                ->add_route("GET", "/throw",
+                            [](std::shared_ptr<HttpExchange>) { throw std::runtime_error("boom"); })
+                .has_value());
         ASSERT_TRUE(server_->start().has_value());
     }
     std::uint16_t port() const { return server_->port(); }
@@ -62,8 +76,9 @@ std::string get(const std::string& path, const std::string& extra = "") {
     return "GET " + path + " HTTP/1.1\r\nHost: x\r\n" + extra + "\r\n";
 }
 std::string post(const std::string& path, const std::string& body, const std::string& extra = "") {
-    return "POST " + path + " HTTP/1.1\r\nHost: x\r\nContent-Length: " +
-           std::to_string(body.size()) + "\r\n" + extra + "\r\n" + body;
+    return "POST " + path +
+           " HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(body.size()) + "\r\n" +
+           extra + "\r\n" + body;
 }
 
 TEST_F(ServerTest, RoutesAnswer404And405WithOpenAiErrors) {
@@ -100,11 +115,9 @@ TEST_F(ServerTest, AddRouteRejectsDuplicatesBadInputAndLateRoutes) {
     EXPECT_TRUE((*server)->add_route("GET", "/a", noop).has_value());
     EXPECT_EQ((*server)->add_route("GET", "/a", noop).error().code, ErrorCode::already_exists);
     EXPECT_EQ((*server)->add_route("GET", "a", noop).error().code, ErrorCode::invalid_argument);
-    EXPECT_EQ((*server)->add_route("GET", "/b", nullptr).error().code,
-              ErrorCode::invalid_argument);
+    EXPECT_EQ((*server)->add_route("GET", "/b", nullptr).error().code, ErrorCode::invalid_argument);
     ASSERT_TRUE((*server)->start().has_value());
-    EXPECT_EQ((*server)->add_route("GET", "/c", noop).error().code,
-              ErrorCode::failed_precondition);
+    EXPECT_EQ((*server)->add_route("GET", "/c", noop).error().code, ErrorCode::failed_precondition);
     EXPECT_FALSE((*server)->start().has_value());
 }
 
@@ -139,7 +152,8 @@ TEST_F(ServerTest, PipelinedRequestsAreAnsweredInOrder) {
     start();
     Client client(port());
     std::string all;
-    for (int i = 0; i < 8; ++i) all += post("/echo", std::string(i * 100, 'a'), "X-Tag: " + std::to_string(i) + "\r\n");
+    for (int i = 0; i < 8; ++i)
+        all += post("/echo", std::string(i * 100, 'a'), "X-Tag: " + std::to_string(i) + "\r\n");
     ASSERT_TRUE(client.send(all));
     for (int i = 0; i < 8; ++i) {
         auto response = client.read_response();
@@ -234,7 +248,8 @@ TEST_F(ServerTest, OversizedBodiesGet413WithTheHookBody) {
     }
     {
         Client client(port());  // chunked bodies count too
-        std::string chunked = "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n";
+        std::string chunked =
+            "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n";
         for (int i = 0; i < 5; ++i) chunked += "200\r\n" + std::string(512, 'y') + "\r\n";
         ASSERT_TRUE(client.send(chunked));
         auto response = client.read_response();
@@ -287,10 +302,13 @@ TEST_F(ServerTest, TruncatedBodiesNeverReachTheHandler) {
     auto server = HttpServer::create({});
     ASSERT_TRUE(server.has_value());
     server_ = std::move(*server);
-    ASSERT_TRUE(server_->add_route("POST", "/count", [&](std::shared_ptr<HttpExchange> ex) {
-        ++calls;
-        ex->respond(200, "text/plain", "ok");
-    }).has_value());
+    ASSERT_TRUE(server_
+                    ->add_route("POST", "/count",
+                                [&](std::shared_ptr<HttpExchange> ex) {
+                                    ++calls;
+                                    ex->respond(200, "text/plain", "ok");
+                                })
+                    .has_value());
     ASSERT_TRUE(server_->start().has_value());
     {
         Client client(port());
