@@ -147,8 +147,8 @@ Result<PipelineBenchReport> run_pipeline_bench(const PipelineBenchOptions& optio
     std::vector<double> latencies = loop.latencies();
     report.measured = static_cast<int>(latencies.size());
     report.failed = loop.failed();
-    report.p50_ms = percentile(latencies, 0.50);
-    report.p99_ms = percentile(latencies, 0.99);
+    report.p50_ms = percentile(latencies, 50);
+    report.p99_ms = percentile(latencies, 99);
     double sum = 0;
     for (double value : latencies) sum += value;
     report.mean_ms = latencies.empty() ? 0 : sum / static_cast<double>(latencies.size());

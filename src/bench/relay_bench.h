@@ -44,7 +44,7 @@ struct RelayBenchReport {
 [[nodiscard]] std::string relay_report_json(const RelayBenchReport& report);
 // "4K,64K,1M,4M,64M,256M" -> bytes (K/M/G are powers of 1024; a plain number is bytes).
 [[nodiscard]] Result<std::vector<std::size_t>> parse_sizes(const std::string& text);
-// Median / percentile of samples (sorted copy).
+// The p-th percentile (p in percent, 0..100; linear interpolation) of samples (sorted copy).
 [[nodiscard]] double percentile(std::vector<double> samples, double p);
 // Single-thread memcpy bandwidth (GB/s) for buffers of `size` bytes.
 [[nodiscard]] double measure_memcpy_gbps(std::size_t size);
