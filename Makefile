@@ -1,5 +1,6 @@
 # Every target sets up the machine (Debian packages), configures and builds as needed.
 #   make build     build everything (build/)
+#   make serve     build and run `omnirt serve` (the demo pipeline) on 127.0.0.1:8000
 #   make test      build and run every test
 #   make sanitize  build (build-asan/) and run the suite under ASan + UBSan
 #   make fuzz      build the libFuzzer targets with clang-14 and fuzz each decoder briefly
@@ -14,7 +15,9 @@ CTEST_FLAGS ?= --output-on-failure -j $(JOBS) --timeout 600
 export CCACHE_BASEDIR := $(CURDIR)
 export CCACHE_NOHASHDIR := 1
 
-.PHONY: setup build test sanitize fuzz format clean
+SERVE_ARGS ?=
+
+.PHONY: setup build serve test sanitize fuzz format clean
 
 setup:
 	@bash scripts/setup.sh
@@ -24,6 +27,9 @@ $(BUILD_DIR)/build.ninja:
 
 build: setup $(BUILD_DIR)/build.ninja
 	cmake --build $(BUILD_DIR) -j $(JOBS)
+
+serve: build
+	./$(BUILD_DIR)/bin/omnirt serve $(SERVE_ARGS)
 
 test: build
 	cd $(BUILD_DIR) && ctest $(CTEST_FLAGS)

@@ -8,8 +8,8 @@ packages=(
   # toolchain
   build-essential cmake ninja-build ccache pkg-config git clang-14 libclang-rt-14-dev
   clang-format
-  # tests and benchmarks
-  libgtest-dev libgmock-dev libbenchmark-dev
+  # tests and benchmarks (wrk loads the HTTP server)
+  libgtest-dev libgmock-dev libbenchmark-dev wrk
   # control plane and wire format
   libzmq3-dev cppzmq-dev libmsgpack-cxx-dev
   # config, CLI, logging
