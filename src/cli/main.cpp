@@ -6,6 +6,7 @@
 
 #include "cli/bench_pipeline_command.h"
 #include "cli/config_command.h"
+#include "cli/make_checkpoint_command.h"
 #include "cli/process_command.h"
 #include "cli/relay_commands.h"
 #include "cli/run_command.h"
@@ -26,6 +27,7 @@ int main(int argc, char** argv) {
     omnirt::cli::add_bench_relay_command(*bench, exit_code);
     omnirt::cli::add_bench_pipeline_command(*bench, exit_code);
     omnirt::cli::add_run_command(app, exit_code);
+    omnirt::cli::add_make_checkpoint_command(app, exit_code);
     omnirt::cli::add_serve_command(app, exit_code);
     omnirt::cli::add_relay_peer_command(app, exit_code);
     omnirt::cli::add_stage_process_command(app, exit_code);
