@@ -92,7 +92,7 @@ Result<std::unique_ptr<Regex>> Regex::compile(std::string_view pattern, bool lit
     const std::string source = literal ? std::string(pattern) : rewrite_whitespace_escapes(pattern);
     int error_code = 0;
     PCRE2_SIZE error_offset = 0;
-    const std::uint32_t options = PCRE2_UTF | PCRE2_UCP | (literal ? PCRE2_LITERAL : 0u);
+    const std::uint32_t options = PCRE2_UTF | (literal ? PCRE2_LITERAL : PCRE2_UCP);
     auto compiled = std::make_unique<Compiled>();
     compiled->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(source.data()), source.size(),
                                    options, &error_code, &error_offset, nullptr);
