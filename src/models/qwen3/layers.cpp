@@ -1,0 +1,221 @@
+#include "models/qwen3/layers.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <c10/util/BFloat16.h>
+#include <c10/util/Half.h>
+
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+namespace omnirt::models::qwen3 {
+namespace {
+
+// Up to this many rows, a float32 CPU linear runs one matrix-vector product per row.
+constexpr std::int64_t kMaxMatrixVectorRows = 4;
+
+bool cpu_kernel_dtype(at::ScalarType type) {
+    return type == at::kFloat || type == at::kBFloat16 || type == at::kHalf;
+}
+
+// Rounds a float32 value through T (what an ATen operator producing T does).
+template <class T>
+inline float round_through(float value) {
+    return static_cast<float>(static_cast<T>(value));
+}
+
+template <class T>
+void rms_norm_kernel(const at::Tensor& x, const at::Tensor& weight, double eps, at::Tensor& out) {
+    const std::int64_t width = x.size(-1);
+    // Rows addressed as [outer, inner] with their strides (a 2-D x has inner == 1).
+    const std::int64_t outer = x.size(0);
+    const std::int64_t inner = x.dim() == 3 ? x.size(1) : 1;
+    const std::int64_t outer_stride = x.stride(0);
+    const std::int64_t inner_stride = x.dim() == 3 ? x.stride(1) : 0;
+    const T* x_data = x.data_ptr<T>();
+    const T* w = weight.data_ptr<T>();
+    T* out_data = out.data_ptr<T>();
+    const float epsilon = static_cast<float>(eps);
+    at::parallel_for(0, outer * inner, 64, [&](std::int64_t begin, std::int64_t end) {
+        for (std::int64_t row = begin; row < end; ++row) {
+            const T* in = x_data + (row / inner) * outer_stride + (row % inner) * inner_stride;
+            T* result = out_data + row * width;
+            constexpr int kLanes = 16;
+            float partial[kLanes] = {};
+            std::int64_t i = 0;
+            for (; i + kLanes <= width; i += kLanes) {
+                for (int lane = 0; lane < kLanes; ++lane) {
+                    const float v = static_cast<float>(in[i + lane]);
+                    partial[lane] += v * v;
+                }
+            }
+            float sum = 0.0f;
+            for (; i < width; ++i) sum += static_cast<float>(in[i]) * static_cast<float>(in[i]);
+            for (int lane = 0; lane < kLanes; ++lane) sum += partial[lane];
+            const float inverse_rms = 1.0f / std::sqrt(sum / static_cast<float>(width) + epsilon);
+            for (std::int64_t j = 0; j < width; ++j) {
+                const float normalized = round_through<T>(static_cast<float>(in[j]) * inverse_rms);
+                result[j] = static_cast<T>(normalized * static_cast<float>(w[j]));
+            }
+        }
+    });
+}
+
+template <class T>
+void rotary_kernel(at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
+    const std::int64_t tokens = x.size(0);
+    const std::int64_t heads = x.size(1);
+    const std::int64_t dim = x.size(2);
+    const std::int64_t half = dim / 2;
+    T* data = x.data_ptr<T>();
+    const float* cos_data = cos.data_ptr<float>();
+    const float* sin_data = sin.data_ptr<float>();
+    at::parallel_for(0, tokens, 16, [&](std::int64_t begin, std::int64_t end) {
+        std::vector<float> c(static_cast<std::size_t>(dim));
+        std::vector<float> s(static_cast<std::size_t>(dim));
+        for (std::int64_t token = begin; token < end; ++token) {
+            // transformers casts the tables to the activation dtype first.
+            for (std::int64_t i = 0; i < dim; ++i) {
+                c[static_cast<std::size_t>(i)] = round_through<T>(cos_data[token * dim + i]);
+                s[static_cast<std::size_t>(i)] = round_through<T>(sin_data[token * dim + i]);
+            }
+            for (std::int64_t head = 0; head < heads; ++head) {
+                T* v = data + (token * heads + head) * dim;
+                for (std::int64_t i = 0; i < half; ++i) {
+                    const float first = static_cast<float>(v[i]);
+                    const float second = static_cast<float>(v[i + half]);
+                    const auto lo = static_cast<std::size_t>(i);
+                    const auto hi = static_cast<std::size_t>(i + half);
+                    v[i] = static_cast<T>(round_through<T>(first * c[lo]) +
+                                          round_through<T>(-second * s[lo]));
+                    v[i + half] = static_cast<T>(round_through<T>(second * c[hi]) +
+                                                 round_through<T>(first * s[hi]));
+                }
+            }
+        }
+    });
+}
+
+}  // namespace
+
+at::Tensor project(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
+    if (x.dim() == 2 && x.size(0) <= kMaxMatrixVectorRows && x.device().is_cpu() &&
+        x.scalar_type() == at::kFloat && weight.scalar_type() == at::kFloat) {
+        at::Tensor out = at::empty({x.size(0), weight.size(0)}, x.options());
+        for (std::int64_t row = 0; row < x.size(0); ++row) {
+            at::Tensor out_row = out[row];
+            at::mv_out(out_row, weight, x[row]);
+        }
+        if (bias.defined()) out.add_(bias);
+        return out;
+    }
+    return at::linear(x, weight, bias);
+}
+
+at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
+    const at::ScalarType type = x.scalar_type();
+    if (x.device().is_cpu() && cpu_kernel_dtype(type) && weight.scalar_type() == type &&
+        (x.dim() == 2 || x.dim() == 3) && x.stride(-1) == 1 && weight.is_contiguous()) {
+        at::Tensor out = at::empty(x.sizes(), x.options());
+        switch (type) {
+            case at::kFloat:
+                rms_norm_kernel<float>(x, weight, eps, out);
+                break;
+            case at::kBFloat16:
+                rms_norm_kernel<c10::BFloat16>(x, weight, eps, out);
+                break;
+            default:
+                rms_norm_kernel<c10::Half>(x, weight, eps, out);
+                break;
+        }
+        return out;
+    }
+    const at::Tensor x32 = x.to(at::kFloat);
+    const at::Tensor variance = x32.pow(2).mean(-1, /*keepdim=*/true);
+    return weight * (x32 * at::rsqrt(variance + eps)).to(type);
+}
+
+void apply_rotary(at::Tensor& x, const RotaryTables& tables) {
+    const at::ScalarType type = x.scalar_type();
+    if (x.device().is_cpu() && cpu_kernel_dtype(type) && x.is_contiguous() &&
+        tables.cos.is_contiguous() && tables.sin.is_contiguous() &&
+        tables.cos.scalar_type() == at::kFloat && tables.sin.scalar_type() == at::kFloat) {
+        switch (type) {
+            case at::kFloat:
+                rotary_kernel<float>(x, tables.cos, tables.sin);
+                break;
+            case at::kBFloat16:
+                rotary_kernel<c10::BFloat16>(x, tables.cos, tables.sin);
+                break;
+            default:
+                rotary_kernel<c10::Half>(x, tables.cos, tables.sin);
+                break;
+        }
+        return;
+    }
+    const std::int64_t half = x.size(-1) / 2;
+    const at::Tensor cos = tables.cos.to(type).unsqueeze(1);
+    const at::Tensor sin = tables.sin.to(type).unsqueeze(1);
+    const at::Tensor rotated = at::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
+    x.copy_(x * cos + rotated * sin);
+}
+
+at::Tensor swiglu_mlp(const at::Tensor& x, const at::Tensor& gate_up, const at::Tensor& down) {
+    const at::Tensor projected = project(x, gate_up);
+    const std::int64_t intermediate = projected.size(1) / 2;
+    at::Tensor activated = at::silu(projected.narrow(1, 0, intermediate));
+    activated.mul_(projected.narrow(1, intermediate, intermediate));
+    return project(activated, down);
+}
+
+ExpertRouting route_tokens(const at::Tensor& x, const at::Tensor& router, int top_k,
+                           bool norm_topk_prob) {
+    const at::Tensor probabilities = at::softmax(project(x, router), 1, at::kFloat);
+    auto [weights, experts] = probabilities.topk(top_k, -1);
+    if (norm_topk_prob) weights = weights / weights.sum(-1, /*keepdim=*/true);
+    return {.weights = weights.to(x.scalar_type()), .experts = experts};
+}
+
+at::Tensor moe_mlp(const at::Tensor& x, const at::Tensor& router,
+                   const std::vector<at::Tensor>& expert_gate_up,
+                   const std::vector<at::Tensor>& expert_down, int top_k, bool norm_topk_prob) {
+    const std::int64_t tokens = x.size(0);
+    const ExpertRouting routing = route_tokens(x, router, top_k, norm_topk_prob);
+    // Bucket the (token, choice) pairs by expert on the host.
+    const at::Tensor chosen = routing.experts.to(at::kCPU).contiguous();
+    const std::int64_t* chosen_data = chosen.data_ptr<std::int64_t>();
+    const std::size_t num_experts = expert_gate_up.size();
+    std::vector<std::vector<std::int64_t>> expert_tokens(num_experts);
+    std::vector<std::vector<std::int64_t>> expert_choices(num_experts);
+    for (std::int64_t token = 0; token < tokens; ++token) {
+        for (std::int64_t k = 0; k < top_k; ++k) {
+            const std::int64_t choice = token * top_k + k;
+            const auto expert = static_cast<std::size_t>(chosen_data[choice]);
+            expert_tokens[expert].push_back(token);
+            expert_choices[expert].push_back(choice);
+        }
+    }
+    const at::Tensor flat_weights = routing.weights.reshape({-1});
+    at::Tensor out = at::zeros_like(x);
+    // Experts in index order, as transformers accumulates them.
+    for (std::size_t expert = 0; expert < num_experts; ++expert) {
+        const std::vector<std::int64_t>& routed = expert_tokens[expert];
+        if (routed.empty()) continue;
+        const at::Tensor choices =
+            at::tensor(expert_choices[expert], at::kLong).to(flat_weights.device());
+        const at::Tensor weights = flat_weights.index_select(0, choices).unsqueeze(1);
+        // A token picks an expert at most once, so all tokens means exactly 0..tokens-1.
+        if (static_cast<std::int64_t>(routed.size()) == tokens) {
+            out.add_(swiglu_mlp(x, expert_gate_up[expert], expert_down[expert]).mul_(weights));
+            continue;
+        }
+        const at::Tensor token_index = at::tensor(routed, at::kLong).to(x.device());
+        at::Tensor expert_out =
+            swiglu_mlp(x.index_select(0, token_index), expert_gate_up[expert], expert_down[expert]);
+        out.index_add_(0, token_index, expert_out.mul_(weights));
+    }
+    return out;
+}
+
+}  // namespace omnirt::models::qwen3

@@ -1,0 +1,53 @@
+#pragma once
+// The building blocks of the Qwen3 forward pass, as functions over at::Tensors. Each follows the
+// math of transformers' modeling_qwen3 / modeling_qwen3_moe; where a CPU kernel replaces a chain
+// of ATen operators (rms_norm, apply_rotary) it computes the same values with float32
+// arithmetic inside, and the ATen chain still serves other devices.
+//
+// Thread safety: pure functions (apply_rotary writes only its argument); any thread.
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "models/qwen3/rotary_embedding.h"
+
+namespace omnirt::models::qwen3 {
+
+// x [tokens, in] times weight [out, in] transposed, plus bias [out] when defined: [tokens, out].
+// For a few rows of float32 on the CPU it runs one matrix-vector product per row (OpenBLAS'
+// matrix-matrix path is several times slower than the memory bound there).
+[[nodiscard]] at::Tensor project(const at::Tensor& x, const at::Tensor& weight,
+                                 const at::Tensor& bias = {});
+
+// RMSNorm over the last dimension: float32 x * rsqrt(mean(x^2) + eps), cast back to x's dtype,
+// times weight. x may be a strided view (rows of a fused projection); the result is contiguous.
+[[nodiscard]] at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps);
+
+// In place, rotate-half RoPE on x [tokens, heads, head_dim] (contiguous) with the tables' rows
+// (one per token): x * cos + rotate_half(x) * sin, rotate_half(x) = [-x2, x1].
+void apply_rotary(at::Tensor& x, const RotaryTables& tables);
+
+// SwiGLU MLP with fused gate/up rows: down(silu(gate(x)) * up(x)), gate_up [2 * I, hidden] (gate
+// rows first), down [hidden, I].
+[[nodiscard]] at::Tensor swiglu_mlp(const at::Tensor& x, const at::Tensor& gate_up,
+                                    const at::Tensor& down);
+
+// Qwen3-MoE routing of tokens x [tokens, hidden]: router logits x * router^T, softmax in float32,
+// top-k (largest first), renormalized to sum 1 when norm_topk_prob, cast to x's dtype.
+struct ExpertRouting {
+    at::Tensor weights;  // [tokens, top_k], x's dtype
+    at::Tensor experts;  // [tokens, top_k] int64
+};
+[[nodiscard]] ExpertRouting route_tokens(const at::Tensor& x, const at::Tensor& router, int top_k,
+                                         bool norm_topk_prob);
+
+// The sparse MoE block: sum over a token's routed experts of weight * swiglu_mlp(expert), each
+// expert run once on all the tokens routed to it. expert_gate_up / expert_down hold one fused
+// SwiGLU per expert (see swiglu_mlp).
+[[nodiscard]] at::Tensor moe_mlp(const at::Tensor& x, const at::Tensor& router,
+                                 const std::vector<at::Tensor>& expert_gate_up,
+                                 const std::vector<at::Tensor>& expert_down, int top_k,
+                                 bool norm_topk_prob);
+
+}  // namespace omnirt::models::qwen3

@@ -1,0 +1,227 @@
+#include "models/qwen3/qwen3_model.h"
+
+#include <ATen/ATen.h>
+
+#include <cmath>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/kv_cache.h"
+#include "engine/paged_attention.h"
+#include "models/qwen3/layers.h"
+
+namespace omnirt::models::qwen3 {
+
+using engine::ForwardOutput;
+using engine::KVCache;
+using engine::SequenceInput;
+
+Result<std::unique_ptr<Qwen3Model>> Qwen3Model::create(const Qwen3Config& config,
+                                                       const WeightLookup& lookup,
+                                                       Qwen3ModelOptions options) {
+    OMNI_TRY(Qwen3Weights weights, load_qwen3_weights(config, lookup,
+                                                      {.dtype = options.dtype,
+                                                       .device = options.device,
+                                                       .prefix = options.weight_prefix}));
+    if (!options.rotary) {
+        options.rotary = std::make_unique<DefaultRotaryEmbedding>(
+            static_cast<int>(config.head_dim), config.rope_theta, config.max_position_embeddings,
+            options.device);
+    }
+    return std::unique_ptr<Qwen3Model>(
+        new Qwen3Model(config, std::move(weights), std::move(options)));
+}
+
+Qwen3Model::Qwen3Model(const Qwen3Config& config, Qwen3Weights weights, Qwen3ModelOptions options)
+    : config_(config),
+      weights_(std::move(weights)),
+      dtype_(options.dtype),
+      device_(options.device),
+      rotary_(std::move(options.rotary)) {}
+
+engine::KVCacheSpec Qwen3Model::kv_spec() const {
+    return {.num_layers = static_cast<int>(config_.num_hidden_layers),
+            .num_kv_heads = static_cast<int>(config_.num_key_value_heads),
+            .head_dim = static_cast<int>(config_.head_dim),
+            .dtype = dtype_};
+}
+
+Status Qwen3Model::check_batch(std::span<const SequenceInput> batch, const KVCache& cache) const {
+    auto invalid = [](const std::string& what) {
+        return fail(ErrorCode::invalid_argument, "qwen3 forward: " + what);
+    };
+    if (batch.empty()) return invalid("empty batch");
+    const engine::KVCacheSpec spec = kv_spec();
+    const engine::KVCacheSpec& have = cache.spec();
+    if (have.num_layers != spec.num_layers || have.num_kv_heads != spec.num_kv_heads ||
+        have.head_dim != spec.head_dim || have.dtype != spec.dtype || cache.device() != device_) {
+        return fail(ErrorCode::failed_precondition,
+                    "qwen3 forward: the KV cache was made for another model (layers, kv heads, "
+                    "head_dim, dtype or device differ from kv_spec())");
+    }
+    for (const SequenceInput& sequence : batch) {
+        const std::string who = "sequence '" + sequence.request_id + "': ";
+        const auto count = static_cast<std::int64_t>(sequence.tokens.size());
+        if (count == 0) return invalid(who + "no new tokens");
+        if (sequence.start_position < 0) return invalid(who + "negative start_position");
+        const std::int64_t end = sequence.start_position + count;
+        if (end > max_positions()) {
+            return fail(ErrorCode::out_of_range,
+                        "qwen3 forward: " + who + "position " + std::to_string(end - 1) +
+                            " is beyond max_positions " + std::to_string(max_positions()));
+        }
+        const std::int64_t blocks_needed = (end + cache.block_size() - 1) / cache.block_size();
+        if (static_cast<std::int64_t>(sequence.block_table.size()) < blocks_needed) {
+            return invalid(who + "block table has " + std::to_string(sequence.block_table.size()) +
+                           " blocks, positions up to " + std::to_string(end - 1) + " need " +
+                           std::to_string(blocks_needed));
+        }
+        for (std::int64_t b = 0; b < blocks_needed; ++b) {
+            const std::int32_t block = sequence.block_table[static_cast<std::size_t>(b)];
+            if (block < 0 || block >= cache.num_blocks()) {
+                return invalid(who + "block id " + std::to_string(block) + " outside the cache (" +
+                               std::to_string(cache.num_blocks()) + " blocks)");
+            }
+        }
+        const bool injects = sequence.input_embeds.has_value();
+        if (injects) {
+            const at::Tensor& embeds = *sequence.input_embeds;
+            if (!embeds.defined() || embeds.dim() != 2 || embeds.size(0) != count ||
+                embeds.size(1) != config_.hidden_size || !embeds.is_floating_point()) {
+                return invalid(who + "input_embeds must be a floating [" + std::to_string(count) +
+                               ", " + std::to_string(config_.hidden_size) + "] tensor");
+            }
+            if (static_cast<std::int64_t>(sequence.embed_mask.size()) != count) {
+                return invalid(who + "embed_mask needs one entry per new token");
+            }
+        } else if (!sequence.embed_mask.empty()) {
+            return invalid(who + "embed_mask without input_embeds");
+        }
+        for (std::int64_t i = 0; i < count; ++i) {
+            if (injects && sequence.embed_mask[static_cast<std::size_t>(i)]) continue;
+            const std::int32_t token = sequence.tokens[static_cast<std::size_t>(i)];
+            if (token < 0 || token >= config_.vocab_size) {
+                return invalid(who + "token id " + std::to_string(token) +
+                               " outside the vocabulary of " + std::to_string(config_.vocab_size));
+            }
+        }
+    }
+    return ok_status();
+}
+
+Result<ForwardOutput> Qwen3Model::forward(std::span<const SequenceInput> batch, KVCache& cache) {
+    OMNI_RETURN_IF_ERROR(check_batch(batch, cache));
+    try {
+        return run(batch, cache);
+    } catch (const c10::Error& error) {
+        return fail(ErrorCode::internal,
+                    std::string("qwen3 forward: ") + error.what_without_backtrace());
+    } catch (const std::exception& error) {
+        return fail(ErrorCode::internal, std::string("qwen3 forward: ") + error.what());
+    }
+}
+
+at::Tensor Qwen3Model::embed(std::span<const SequenceInput> batch,
+                             const at::Tensor& token_ids) const {
+    at::Tensor x = weights_.embed_tokens.index_select(0, token_ids);
+    std::int64_t row = 0;
+    for (const SequenceInput& sequence : batch) {
+        const auto count = static_cast<std::int64_t>(sequence.tokens.size());
+        if (sequence.input_embeds.has_value()) {
+            std::vector<std::int64_t> local_rows;
+            for (std::int64_t i = 0; i < count; ++i) {
+                if (sequence.embed_mask[static_cast<std::size_t>(i)]) local_rows.push_back(i);
+            }
+            if (!local_rows.empty()) {
+                const at::Tensor local = at::tensor(local_rows, at::kLong);
+                const at::Tensor source =
+                    sequence.input_embeds->to(device_, dtype_).index_select(0, local.to(device_));
+                x.index_copy_(0, (local + row).to(device_), source);
+            }
+        }
+        row += count;
+    }
+    return x;
+}
+
+void Qwen3Model::decoder_layer(std::int64_t index, at::Tensor& x, const RotaryTables& rotary,
+                               const at::Tensor& slots, std::span<const SequenceInput> batch,
+                               KVCache& cache) const {
+    const Qwen3LayerWeights& w = weights_.layers[static_cast<std::size_t>(index)];
+    const std::int64_t tokens = x.size(0);
+    const std::int64_t d = config_.head_dim;
+    const std::int64_t heads = config_.num_attention_heads;
+    const std::int64_t kv_heads = config_.num_key_value_heads;
+    const double eps = config_.rms_norm_eps;
+
+    const at::Tensor qkv = project(rms_norm(x, w.input_layernorm, eps), w.qkv_proj, w.qkv_bias);
+    at::Tensor q = rms_norm(qkv.narrow(1, 0, heads * d).view({tokens, heads, d}), w.q_norm, eps);
+    at::Tensor k =
+        rms_norm(qkv.narrow(1, heads * d, kv_heads * d).view({tokens, kv_heads, d}), w.k_norm, eps);
+    const at::Tensor v =
+        qkv.narrow(1, (heads + kv_heads) * d, kv_heads * d).view({tokens, kv_heads, d});
+    apply_rotary(q, rotary);
+    apply_rotary(k, rotary);
+
+    at::Tensor& keys = cache.keys(static_cast<int>(index));
+    at::Tensor& values = cache.values(static_cast<int>(index));
+    keys.view({-1, kv_heads, d}).index_copy_(0, slots, k);
+    values.view({-1, kv_heads, d}).index_copy_(0, slots, v);
+    const at::Tensor attended =
+        engine::paged_attention(q, keys, values, batch, 1.0 / std::sqrt(static_cast<double>(d)));
+    x.add_(project(attended.view({tokens, heads * d}), w.o_proj, w.o_bias));
+
+    const at::Tensor h = rms_norm(x, w.post_attention_layernorm, eps);
+    if (w.router.defined()) {
+        x.add_(moe_mlp(h, w.router, w.expert_gate_up, w.expert_down,
+                       static_cast<int>(config_.num_experts_per_tok), config_.norm_topk_prob));
+    } else {
+        x.add_(swiglu_mlp(h, w.gate_up_proj, w.down_proj));
+    }
+}
+
+Result<ForwardOutput> Qwen3Model::run(std::span<const SequenceInput> batch, KVCache& cache) {
+    std::int64_t total = 0;
+    for (const SequenceInput& sequence : batch) {
+        total += static_cast<std::int64_t>(sequence.tokens.size());
+    }
+    // Token ids (masked rows read row 0; they are overwritten), cache slots and last rows.
+    std::vector<std::int64_t> token_ids;
+    std::vector<std::int64_t> slots;
+    std::vector<std::int64_t> last_rows;
+    token_ids.reserve(static_cast<std::size_t>(total));
+    slots.reserve(static_cast<std::size_t>(total));
+    const std::int64_t block_size = cache.block_size();
+    bool want_hidden = false;
+    for (const SequenceInput& sequence : batch) {
+        for (std::size_t i = 0; i < sequence.tokens.size(); ++i) {
+            const bool masked = sequence.input_embeds.has_value() && sequence.embed_mask[i];
+            token_ids.push_back(masked ? 0 : sequence.tokens[i]);
+            const std::int64_t position = sequence.start_position + static_cast<std::int64_t>(i);
+            const std::int64_t block =
+                sequence.block_table[static_cast<std::size_t>(position / block_size)];
+            slots.push_back(block * block_size + position % block_size);
+        }
+        last_rows.push_back(static_cast<std::int64_t>(token_ids.size()) - 1);
+        want_hidden = want_hidden || sequence.want_hidden;
+    }
+    auto to_device = [&](const std::vector<std::int64_t>& values) {
+        return at::tensor(values, at::kLong).to(device_);
+    };
+    const at::Tensor slot_index = to_device(slots);
+
+    OMNI_TRY(const RotaryTables rotary, rotary_->tables(batch, total));
+    at::Tensor x = embed(batch, to_device(token_ids));
+    for (std::int64_t layer = 0; layer < config_.num_hidden_layers; ++layer) {
+        decoder_layer(layer, x, rotary, slot_index, batch, cache);
+    }
+    const at::Tensor hidden =
+        rms_norm(x.index_select(0, to_device(last_rows)), weights_.norm, config_.rms_norm_eps);
+    ForwardOutput output;
+    output.logits = project(hidden, weights_.lm_head).to(at::kFloat);
+    if (want_hidden) output.hidden = hidden;
+    return output;
+}
+
+}  // namespace omnirt::models::qwen3

@@ -1,0 +1,92 @@
+#pragma once
+// Qwen3Model: the Qwen3 / Qwen3-MoE text decoder (Qwen3-Omni's thinker text model) as an
+// engine::ModelRunner over a paged KV cache.
+//
+// One forward step (model_runner.h) over all the new tokens of the batch:
+//   x = embed_tokens[tokens] (rows replaced by SequenceInput::input_embeds where embed_mask)
+//   per layer:  h = RMSNorm(x); q, k, v = h * Wqkv^T (one fused matmul for every token);
+//               q, k = RMSNorm over head_dim (q_norm, k_norm); RoPE(q, k);
+//               k, v -> cache slots of the block tables; a = causal GQA attention of each
+//               sequence over its cached context; x += a * Wo^T;
+//               x += SwiGLU(RMSNorm(x)) (dense) or the routed experts' sum (MoE)
+//   logits = RMSNorm(x[last token of each sequence]) * lm_head^T, float32.
+// Linear layers and norms run batched over all tokens of the step; only attention runs per
+// sequence (engine/paged_attention.h).
+//
+// Tensor parallelism is a later step: the KV cache spec already counts kv heads per rank; the
+// weights loader (qwen3_weights.h) is where column / row slices will be cut, and the forward then
+// adds an all-reduce after o_proj and the MLP / MoE down projections.
+//
+// Thread safety: create() may run on any thread; forward() is driven by one engine thread and is
+// not reentrant (the rotary table cache is mutable). The weights are immutable after create().
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "core/error.h"
+#include "engine/model_runner.h"
+#include "models/qwen3/config.h"
+#include "models/qwen3/qwen3_weights.h"
+#include "models/qwen3/rotary_embedding.h"
+
+namespace omnirt::models::qwen3 {
+
+struct Qwen3ModelOptions {
+    at::ScalarType dtype = at::kFloat;  // weights, activations and KV cache: f32, bf16 or f16
+    at::Device device = at::kCPU;
+    std::string weight_prefix;  // "thinker." for Qwen3-Omni's thinker
+    // Position encoding; null: DefaultRotaryEmbedding(head_dim, rope_theta). M-RoPE plugs in here.
+    std::unique_ptr<RotaryEmbedding> rotary;
+};
+
+class Qwen3Model final : public engine::ModelRunner {
+  public:
+    // Loads every weight through `lookup` (errors name the tensor; see qwen3_weights.h) and
+    // converts it to options.dtype once.
+    [[nodiscard]] static Result<std::unique_ptr<Qwen3Model>> create(const Qwen3Config& config,
+                                                                    const WeightLookup& lookup,
+                                                                    Qwen3ModelOptions options = {});
+
+    [[nodiscard]] engine::KVCacheSpec kv_spec() const override;
+    [[nodiscard]] std::int64_t vocab_size() const override { return config_.vocab_size; }
+    [[nodiscard]] std::int64_t max_positions() const override {
+        return config_.max_position_embeddings;
+    }
+    // Errors (nothing is written to the cache then): invalid_argument for a malformed batch
+    // (empty tokens, token ids outside the vocabulary, a block table too short or naming blocks
+    // outside the cache, input_embeds / embed_mask of the wrong shape), out_of_range for
+    // positions beyond max_positions(), failed_precondition for a cache of another spec or
+    // device; internal when libtorch fails.
+    [[nodiscard]] Result<engine::ForwardOutput> forward(
+        std::span<const engine::SequenceInput> batch, engine::KVCache& cache) override;
+
+    [[nodiscard]] const Qwen3Config& config() const { return config_; }
+    [[nodiscard]] at::ScalarType dtype() const { return dtype_; }
+    [[nodiscard]] at::Device device() const { return device_; }
+    [[nodiscard]] const Qwen3Weights& weights() const { return weights_; }
+
+  private:
+    Qwen3Model(const Qwen3Config& config, Qwen3Weights weights, Qwen3ModelOptions options);
+
+    [[nodiscard]] Status check_batch(std::span<const engine::SequenceInput> batch,
+                                     const engine::KVCache& cache) const;
+    [[nodiscard]] Result<engine::ForwardOutput> run(std::span<const engine::SequenceInput> batch,
+                                                    engine::KVCache& cache);
+    [[nodiscard]] at::Tensor embed(std::span<const engine::SequenceInput> batch,
+                                   const at::Tensor& token_ids) const;
+    void decoder_layer(std::int64_t index, at::Tensor& x, const RotaryTables& rotary,
+                       const at::Tensor& slots, std::span<const engine::SequenceInput> batch,
+                       engine::KVCache& cache) const;
+
+    Qwen3Config config_;
+    Qwen3Weights weights_;
+    at::ScalarType dtype_;
+    at::Device device_;
+    std::unique_ptr<RotaryEmbedding> rotary_;
+};
+
+}  // namespace omnirt::models::qwen3
