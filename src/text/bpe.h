@@ -1,6 +1,7 @@
 #pragma once
 // Private to omnirt_text: the byte-level BPE model (vocabulary, ranked merges) and the merge of
 // one pre-tokenized word, cached per word.
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <optional>

@@ -83,9 +83,8 @@ class Tokenizer {
     // it may still be unassigned (id_to_token returns nullopt for them).
     [[nodiscard]] std::size_t vocab_size() const;
 
-    struct Impl;
-
   private:
+    struct Impl;
     explicit Tokenizer(std::unique_ptr<Impl> impl);
     std::unique_ptr<Impl> impl_;
 };
