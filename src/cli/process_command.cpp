@@ -84,12 +84,15 @@ extern "C" void on_stop_signal(int signal_number) {
     errno = saved_errno;
 }
 
-// SIGTERM and SIGINT stop the stage host. Blocking them and calling sigwait is not enough here:
-// libraries start threads before main (their static initialisers), with the signals unblocked, so
-// the kernel may deliver a SIGTERM to one of those and kill the process. A handler works whichever
-// thread takes the signal: it writes the signal number to a pipe that one watcher thread polls and
-// turns into host->request_stop(). A signal before the host exists is remembered and applied
-// when the host is set.
+// SIGTERM stops the stage host. SIGINT is ignored: a terminal's Ctrl-C reaches the whole process
+// group, and the parent owns an orderly shutdown (`omnirt serve` drains its responses first, then
+// sends every stage the shutdown message); a stage that stopped at once would fail the requests
+// being drained. The parent's death still ends a stage (PR_SET_PDEATHSIG). Blocking them and
+// calling sigwait is not enough here: libraries start threads before main (their static
+// initialisers), with the signals unblocked, so the kernel may deliver a SIGTERM to one of those
+// and kill the process. A handler works whichever thread takes the signal: it writes the signal
+// number to a pipe that one watcher thread polls and turns into host->request_stop(). A signal
+// before the host exists is remembered and applied when the host is set.
 class StopSignals {
   public:
     // Installs the handlers (once per process) and starts the watcher thread.
@@ -111,10 +114,14 @@ class StopSignals {
         action.sa_handler = on_stop_signal;
         action.sa_flags = SA_RESTART;
         sigemptyset(&action.sa_mask);
-        for (int signal_number : {SIGTERM, SIGINT}) {
-            if (sigaction(signal_number, &action, nullptr) != 0) {
-                return fail(ErrorCode::internal, std::string("sigaction: ") + std::strerror(errno));
-            }
+        if (sigaction(SIGTERM, &action, nullptr) != 0) {
+            return fail(ErrorCode::internal, std::string("sigaction: ") + std::strerror(errno));
+        }
+        struct sigaction ignore {};
+        ignore.sa_handler = SIG_IGN;
+        sigemptyset(&ignore.sa_mask);
+        if (sigaction(SIGINT, &ignore, nullptr) != 0) {
+            return fail(ErrorCode::internal, std::string("sigaction: ") + std::strerror(errno));
         }
         StopSignals* raw = watcher.get();
         watcher->thread_ = std::thread([raw] { raw->run(); });

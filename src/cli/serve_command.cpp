@@ -3,7 +3,9 @@
 #include <signal.h>
 #include <spdlog/spdlog.h>
 
+#include <atomic>
 #include <iostream>
+#include <thread>
 
 #include "cli/default_config.h"
 #include "client/client.h"
@@ -98,18 +100,35 @@ int serve(const ServeOptions& options) {
         (*pipeline)->stop();
         return 1;
     }
-    std::cout << "omnirt serve: listening on http://" << options.host << ":" << (*server)->port()
-              << std::endl;
+    // An IPv6 literal goes in brackets in a URL.
+    const bool ipv6 = options.host.find(':') != std::string::npos;
+    std::cout << "omnirt serve: listening on http://" << (ipv6 ? "[" : "") << options.host
+              << (ipv6 ? "]" : "") << ":" << (*server)->port() << std::endl;
     spdlog::info("serving model '{}' from pipeline '{}' ({} stages)", config->resolved_name(),
                  config->name.value_or("?"), (*pipeline)->plan().stages.size());
     int received = 0;
     sigwait(&signals, &received);
-    spdlog::info("signal {}: draining (up to {} s)", received, options.drain_timeout_s);
-    if (auto drained = (*server)->drain(
-            std::chrono::milliseconds(static_cast<std::int64_t>(options.drain_timeout_s * 1000)));
-        !drained) {
-        spdlog::warn("drain: {}", drained.error().to_string());
+    spdlog::info("signal {}: draining (up to {} s; signal again to stop at once)", received,
+                 options.drain_timeout_s);
+    // The drain runs on its own thread so that a second signal can cut it short.
+    std::atomic<bool> drained{false};
+    std::thread drainer([&] {
+        if (auto status = (*server)->drain(std::chrono::milliseconds(
+                static_cast<std::int64_t>(options.drain_timeout_s * 1000)));
+            !status) {
+            spdlog::warn("drain: {}", status.error().to_string());
+        }
+        drained = true;
+    });
+    const timespec poll_interval{0, 50'000'000};
+    while (!drained) {
+        if (sigtimedwait(&signals, nullptr, &poll_interval) > 0) {
+            spdlog::warn("second signal: stopping without waiting for in-flight responses");
+            (*server)->stop();
+            break;
+        }
     }
+    drainer.join();
     // The pipeline ends every request still live (their callbacks use the server's state), then
     // the server goes.
     (*pipeline)->stop();
@@ -132,8 +151,11 @@ void add_serve_command(CLI::App& app, int& exit_code) {
                         "Model id clients use (default: the config's name, else model_path)");
     command->add_option("--host", options->host, "Address to bind (default 127.0.0.1)");
     command->add_option("--port", options->port, "Port (default 8000; 0: any free port)");
-    command->add_option("--api-key", options->api_key,
-                        "Require 'Authorization: Bearer KEY' on /v1/* and the profiler");
+    command
+        ->add_option("--api-key", options->api_key,
+                     "Require 'Authorization: Bearer KEY' on /v1/* and the profiler (or set "
+                     "OMNIRT_API_KEY, which keeps the key out of the process list)")
+        ->envname("OMNIRT_API_KEY");
     command->add_option("--max-concurrency", options->max_concurrency,
                         "Generation requests at once; more get 429 (default 0: no limit)");
     command->add_option("--log-level", options->log_level,

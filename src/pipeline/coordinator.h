@@ -27,6 +27,7 @@
 #include "core/error.h"
 #include "core/request.h"
 #include "core/value.h"
+#include "proto/messages.h"
 
 namespace omnirt::pipeline {
 
@@ -86,10 +87,12 @@ struct StageHealth {
     std::int64_t queue_depth = 0;
     std::int64_t active_requests = 0;
     std::int64_t processed = 0;
+    std::int64_t compute_ns = 0;            // the stage's compute time since it started
+    std::vector<proto::EdgeTraffic> edges;  // its relay traffic per target stage
 };
 
 struct HealthReport {
-    bool healthy = false;  // started, not stopped, every stage alive
+    bool healthy = false;             // started, not stopped, every stage alive
     std::vector<StageHealth> stages;  // in stage_endpoints order
     std::map<std::string, std::int64_t> requests_by_state;  // live: pending, running; totals:
                                                             // completed, failed, aborted
@@ -100,7 +103,7 @@ struct HealthReport {
 class RequestStream;
 
 class Coordinator {
-public:
+  public:
     [[nodiscard]] static Result<std::unique_ptr<Coordinator>> create(CoordinatorOptions options);
     Coordinator(const Coordinator&) = delete;
     Coordinator& operator=(const Coordinator&) = delete;
@@ -147,7 +150,7 @@ public:
     // stage, closes the sockets. Idempotent.
     void stop();
 
-private:
+  private:
     struct State;
     explicit Coordinator(std::unique_ptr<State> state);
     std::unique_ptr<State> state_;
@@ -155,7 +158,7 @@ private:
 
 // Pull side of Coordinator::stream(). Destroying it before the terminal event aborts the request.
 class RequestStream {
-public:
+  public:
     virtual ~RequestStream() = default;
     // The next event; deadline_exceeded when none arrives within `timeout`; nullopt after the
     // terminal event was returned.

@@ -21,6 +21,8 @@ void CoordinatorCore::on_heartbeat(const proto::HeartbeatMessage& message) {
     record.queue_depth = message.queue_depth;
     record.active_requests = message.active_requests;
     record.processed = message.processed;
+    record.compute_ns = message.compute_ns;
+    record.edges = message.edges;
 }
 
 bool CoordinatorCore::stage_alive_locked(const StageRecord& record,
@@ -58,7 +60,9 @@ HealthReport CoordinatorCore::health() const {
                            .pid = record.pid,
                            .queue_depth = record.queue_depth,
                            .active_requests = record.active_requests,
-                           .processed = record.processed};
+                           .processed = record.processed,
+                           .compute_ns = record.compute_ns,
+                           .edges = record.edges};
         all_alive = all_alive && health.alive;
         report.stages.push_back(std::move(health));
     }

@@ -60,6 +60,8 @@ struct StageRecord {
     std::int64_t queue_depth = 0;
     std::int64_t active_requests = 0;
     std::int64_t processed = 0;
+    std::int64_t compute_ns = 0;
+    std::vector<proto::EdgeTraffic> edges;
 };
 
 // The Coordinator's implementation. Thread safety as in coordinator.h.

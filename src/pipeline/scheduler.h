@@ -11,6 +11,7 @@
 //    closes the outbox (so the Stage's drain loop ends after the last message);
 //  * abort() may be called from any thread: queued work of the request is removed and results of
 //    running work are dropped instead of reaching the outbox.
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -40,9 +41,9 @@ enum class IncomingKind : std::uint8_t { new_request, stream_chunk, stream_done 
 struct IncomingMessage {
     std::string request_id;
     IncomingKind kind = IncomingKind::new_request;
-    std::shared_ptr<const StagePayload> payload;  // new_request: the (merged) input payload
-    std::shared_ptr<const StreamChunk> chunk;     // stream_chunk
-    std::string from_stage;                       // stream_chunk / stream_done: the sender
+    std::shared_ptr<const StagePayload> payload;   // new_request: the (merged) input payload
+    std::shared_ptr<const StreamChunk> chunk;      // stream_chunk
+    std::string from_stage;                        // stream_chunk / stream_done: the sender
     Clock::time_point enqueued_at = Clock::now();  // for the profiler's queue-wait span
 };
 
@@ -64,7 +65,7 @@ struct OutgoingMessage {
 inline constexpr std::size_t kDefaultQueueCapacity = 4096;
 
 class Scheduler {
-public:
+  public:
     explicit Scheduler(std::size_t inbox_capacity = kDefaultQueueCapacity,
                        std::size_t outbox_capacity = kDefaultQueueCapacity)
         : inbox_(inbox_capacity), outbox_(outbox_capacity) {}
@@ -84,7 +85,31 @@ public:
     // open streams). For health reports and leak checks.
     [[nodiscard]] virtual std::size_t active_requests() const = 0;
 
-protected:
+    // Time spent in compute since start (what ComputeTimer measured). Thread-safe; for metrics.
+    [[nodiscard]] std::chrono::nanoseconds compute_time() const {
+        return std::chrono::nanoseconds(compute_ns_.load(std::memory_order_relaxed));
+    }
+
+  protected:
+    // Adds the time of its scope to compute_time(): schedulers put one around every compute
+    // (or handler) call.
+    class ComputeTimer {
+      public:
+        explicit ComputeTimer(Scheduler& scheduler) : scheduler_(scheduler), start_(Clock::now()) {}
+        ~ComputeTimer() {
+            scheduler_.compute_ns_.fetch_add(
+                std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start_).count(),
+                std::memory_order_relaxed);
+        }
+        ComputeTimer(const ComputeTimer&) = delete;
+        ComputeTimer& operator=(const ComputeTimer&) = delete;
+
+      private:
+        Scheduler& scheduler_;
+        Clock::time_point start_;
+    };
+
+    std::atomic<std::int64_t> compute_ns_{0};
     BlockingQueue<IncomingMessage> inbox_;
     BlockingQueue<OutgoingMessage> outbox_;
 };

@@ -203,6 +203,7 @@ void SimpleScheduler::run_batch(std::vector<IncomingMessage> batch) {
         for (std::size_t i = 0; i < jobs.size(); ++i) {
             Result<StagePayload> result = [&]() -> Result<StagePayload> {
                 ScopedSpan span(tracer, "compute", "scheduler", jobs[i]->request_id);
+                ComputeTimer timer(*this);
                 return options_.compute(*jobs[i]->input, emitters[i]);
             }();
             finish(jobs[i], std::move(result));
@@ -219,6 +220,7 @@ void SimpleScheduler::run_batch(std::vector<IncomingMessage> batch) {
     {
         ScopedSpan span(tracer, "compute", "scheduler",
                         jobs.size() == 1 ? jobs[0]->request_id : std::string("batch"));
+        ComputeTimer timer(*this);
         results = options_.batch_compute(items);
     }
     if (results.size() != jobs.size()) {

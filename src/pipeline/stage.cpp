@@ -243,6 +243,8 @@ StageStats Stage::State::stats() const {
     out.relay_gets = relay_gets.load();
     out.local_dispatches = local_dispatches.load();
     out.dropped_messages = dropped_messages.load();
+    out.compute_time = scheduler->compute_time();
+    out.edges = edge_traffic.snapshot();
     return out;
 }
 
@@ -314,6 +316,8 @@ void Stage::State::send_heartbeat() {
         .queue_depth = now.queue_depth + now.pending_fan_in,
         .active_requests = now.active_requests,
         .processed = now.processed,
+        .compute_ns = now.compute_time.count(),
+        .edges = std::move(now.edges),
     });
 }
 

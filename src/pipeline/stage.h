@@ -20,11 +20,13 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "config/runtime_plan.h"
 #include "core/error.h"
 #include "core/request.h"
 #include "pipeline/scheduler.h"
+#include "proto/messages.h"
 
 namespace omnirt::pipeline {
 
@@ -47,21 +49,24 @@ struct StageOptions {
 struct StageStats {
     std::int64_t active_requests = 0;  // requests with state in the stage or its scheduler
     std::int64_t pending_fan_in = 0;
-    std::int64_t queue_depth = 0;       // scheduler inbox
-    std::int64_t processed = 0;         // results emitted
+    std::int64_t queue_depth = 0;  // scheduler inbox
+    std::int64_t processed = 0;    // results emitted
     std::int64_t relay_puts = 0;
     std::int64_t relay_gets = 0;
-    std::int64_t local_dispatches = 0;  // payloads and chunks passed by reference
-    std::int64_t dropped_messages = 0;  // for finished or aborted requests, or malformed
+    std::int64_t local_dispatches = 0;         // payloads and chunks passed by reference
+    std::int64_t dropped_messages = 0;         // for finished or aborted requests, or malformed
+    std::chrono::nanoseconds compute_time{0};  // the scheduler's compute since start
+    std::vector<proto::EdgeTraffic> edges;     // relay traffic per target stage
 };
 
 class Stage {
-public:
+  public:
     // Creates the stage's relay (shared by nothing else) and resolves its functions (route_fn,
     // merge_fn, wait_for_fn, projections, stream_done_to_fn). `scheduler` comes from the stage's
     // factory; `tracer` outlives the stage (the factory got the same pointer).
-    [[nodiscard]] static Result<std::unique_ptr<Stage>> create(
-        StageOptions options, std::unique_ptr<Scheduler> scheduler, std::shared_ptr<Tracer> tracer);
+    [[nodiscard]] static Result<std::unique_ptr<Stage>> create(StageOptions options,
+                                                               std::unique_ptr<Scheduler> scheduler,
+                                                               std::shared_ptr<Tracer> tracer);
     Stage(const Stage&) = delete;
     Stage& operator=(const Stage&) = delete;
     ~Stage();  // stop()
@@ -85,7 +90,7 @@ public:
     void receive_local_stream_signal(const std::string& from_stage, const std::string& request_id,
                                      bool done, std::optional<std::string> error);
 
-private:
+  private:
     struct State;
     explicit Stage(std::unique_ptr<State> state);
     std::unique_ptr<State> state_;

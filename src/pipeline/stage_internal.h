@@ -67,6 +67,37 @@ struct PutWait {
     std::string request_id;
     std::string target;
     std::unique_ptr<relay::PutOperation> put;
+    Clock::time_point started = Clock::now();  // for the edge's delivery time
+};
+
+// Relay traffic per target stage (heartbeats carry it to the coordinator). Thread-safe.
+class EdgeTrafficTable {
+  public:
+    void record_write(const std::string& target, std::int64_t bytes, Clock::duration took) {
+        std::lock_guard lock(mutex_);
+        proto::EdgeTraffic& edge = edges_[target];
+        ++edge.transfers;
+        edge.bytes += bytes;
+        edge.write_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(took).count();
+    }
+    void record_delivery(const std::string& target, Clock::duration took) {
+        std::lock_guard lock(mutex_);
+        edges_[target].delivery_ns +=
+            std::chrono::duration_cast<std::chrono::nanoseconds>(took).count();
+    }
+    [[nodiscard]] std::vector<proto::EdgeTraffic> snapshot() const {
+        std::lock_guard lock(mutex_);
+        std::vector<proto::EdgeTraffic> out;
+        for (const auto& [target, edge] : edges_) {
+            out.push_back(edge);
+            out.back().target = target;
+        }
+        return out;
+    }
+
+  private:
+    mutable std::mutex mutex_;
+    std::map<std::string, proto::EdgeTraffic> edges_;
 };
 
 struct OutputCounters {
@@ -138,6 +169,7 @@ struct Stage::State {
     std::atomic<std::int64_t> relay_gets{0};
     std::atomic<std::int64_t> local_dispatches{0};
     std::atomic<std::int64_t> dropped_messages{0};
+    EdgeTrafficTable edge_traffic;
 
     // --- stage.cpp: shared helpers (any thread) ---
     // Reports the failure to the coordinator (once per request), drops the request in the

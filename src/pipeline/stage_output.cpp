@@ -3,9 +3,9 @@
 
 #include <exception>
 
+#include "pipeline/client_stream.h"
 #include "pipeline/local_dispatch.h"
 #include "pipeline/relay_io.h"
-#include "pipeline/client_stream.h"
 #include "pipeline/stage_internal.h"
 
 namespace omnirt::pipeline {
@@ -166,6 +166,7 @@ bool Stage::State::send_payload(const std::string& target,
         return true;
     }
     Result<RelayWrite> write = fail(ErrorCode::internal, "unwritten");
+    const auto write_start = Clock::now();
     {
         ScopedSpan span(tracer.get(), "relay_put", "relay", request_id);
         write = write_payload(*relay, *payload, ranks.at(target));
@@ -176,6 +177,8 @@ bool Stage::State::send_payload(const std::string& target,
         return false;
     }
     if (write->put) relay_puts.fetch_add(1);
+    edge_traffic.record_write(target, static_cast<std::int64_t>(write->header.buffer_bytes),
+                              Clock::now() - write_start);
     // Control before wait (communication.md): the receiver's read is what completes the put.
     auto sent = control->send(endpoints.at(target),
                               proto::DataReadyMessage{.request_id = request_id,
@@ -236,6 +239,7 @@ void Stage::State::on_stream_output(const std::string& request_id,
         return;
     }
     Result<RelayWrite> write = fail(ErrorCode::internal, "unwritten");
+    const auto write_start = Clock::now();
     {
         ScopedSpan span(tracer.get(), "relay_put", "relay", request_id);
         write = write_stream_chunk(*relay, request_id, chunk->chunk, chunk->metadata,
@@ -247,6 +251,8 @@ void Stage::State::on_stream_output(const std::string& request_id,
         return;
     }
     if (write->put) relay_puts.fetch_add(1);
+    edge_traffic.record_write(*target, static_cast<std::int64_t>(write->header.buffer_bytes),
+                              Clock::now() - write_start);
     auto sent = control->send(endpoints.at(*target),
                               proto::DataReadyMessage{.request_id = request_id,
                                                       .from_stage = name,
@@ -275,6 +281,7 @@ void Stage::State::run_put_waiter() {
         // long as its computation needs (an AR stage holding input embeddings); the relay
         // reuses the memory when the view goes, and cleanup no longer affects the receiver.
         Status status = wait->put->wait_for_delivery(options.relay_timeout);
+        if (status) edge_traffic.record_delivery(wait->target, Clock::now() - wait->started);
         if (!status && status.error().code != ErrorCode::aborted) {
             fail_request(wait->request_id,
                          status.error().with_context("relay put to stage '" + wait->target + "'"));

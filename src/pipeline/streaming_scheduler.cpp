@@ -162,6 +162,7 @@ void StreamingScheduler::handle(IncomingMessage message) {
     Status status;
     {
         ScopedSpan span(tracer, "compute", "scheduler", message.request_id);
+        ComputeTimer timer(*this);
         switch (message.kind) {
             case IncomingKind::new_request:
                 state.payload = std::move(message.payload);
@@ -188,6 +189,7 @@ void StreamingScheduler::handle(IncomingMessage message) {
 
     Result<StagePayload> result = [&]() -> Result<StagePayload> {
         ScopedSpan span(tracer, "compute", "scheduler", state.request_id);
+        ComputeTimer timer(*this);
         return handler.on_done(state, emitter);
     }();
     if (!result) {

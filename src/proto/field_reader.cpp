@@ -117,4 +117,13 @@ Result<std::uint32_t> FieldReader::list(std::string_view name) const {
     return require(name, NodeKind::list, "list");
 }
 
+Result<std::uint32_t> FieldReader::optional_list(std::string_view name) const {
+    const std::uint32_t node = find(name);
+    if (node == kNoNode || dom_.at(node).kind == NodeKind::null) return kNoNode;
+    if (dom_.at(node).kind != NodeKind::list) {
+        return fail(type_error(where(name), "list", dom_.at(node).kind));
+    }
+    return node;
+}
+
 }  // namespace omnirt::proto::detail

@@ -47,6 +47,7 @@ class FieldReader {
     [[nodiscard]] Result<std::uint32_t> map(std::string_view name) const;
     [[nodiscard]] Result<std::uint32_t> optional_map(std::string_view name) const;
     [[nodiscard]] Result<std::uint32_t> list(std::string_view name) const;
+    [[nodiscard]] Result<std::uint32_t> optional_list(std::string_view name) const;
 
     // "context.suffix[index].name"
     [[nodiscard]] std::string where(std::string_view name) const;

@@ -119,12 +119,33 @@ Result<ControlMessage> read_heartbeat(const Dom& dom, std::uint32_t map) {
     OMNI_TRY(message.queue_depth, fields.integer("queue_depth"));
     OMNI_TRY(message.active_requests, fields.integer("active_requests"));
     OMNI_TRY(message.processed, fields.integer("processed"));
+    OMNI_TRY(auto compute_ns, fields.optional_integer("compute_ns"));
+    message.compute_ns = compute_ns.value_or(0);
+    OMNI_TRY(std::uint32_t edges, fields.optional_list("edges"));
+    if (edges == detail::kNoNode) return ControlMessage(std::move(message));
+    for (std::uint32_t item : detail::ListChildren(dom, edges)) {
+        const std::size_t index = message.edges.size();
+        if (dom.at(item).kind != detail::NodeKind::map) {
+            return fail(
+                detail::type_error(fields.where("edges") + "[" + std::to_string(index) + "]", "map",
+                                   dom.at(item).kind));
+        }
+        FieldReader edge_fields(dom, item, detail::kHeartbeatType, static_cast<std::int64_t>(index),
+                                "edges");
+        EdgeTraffic edge;
+        OMNI_TRY(edge.target, edge_fields.string("target"));
+        OMNI_TRY(edge.transfers, edge_fields.non_negative("transfers"));
+        OMNI_TRY(edge.bytes, edge_fields.non_negative("bytes"));
+        OMNI_TRY(edge.write_ns, edge_fields.non_negative("write_ns"));
+        OMNI_TRY(edge.delivery_ns, edge_fields.non_negative("delivery_ns"));
+        message.edges.push_back(std::move(edge));
+    }
     return ControlMessage(std::move(message));
 }
 
 using Reader = Result<ControlMessage> (*)(const Dom&, std::uint32_t);
-constexpr Reader kReaders[] = {read_submit,         read_data_ready,   read_complete,
-                               read_stream,         read_abort,        read_shutdown,
+constexpr Reader kReaders[] = {read_submit,         read_data_ready,    read_complete,
+                               read_stream,         read_abort,         read_shutdown,
                                read_profiler_start, read_profiler_stop, read_heartbeat};
 static_assert(std::size(kReaders) == detail::kMessageTypeNames.size());
 

@@ -104,7 +104,7 @@ void write_body(WireWriter& writer, const ProfilerStopMessage&) {
 }
 
 void write_body(WireWriter& writer, const HeartbeatMessage& message) {
-    envelope(writer, 5, detail::kHeartbeatType);
+    envelope(writer, 7, detail::kHeartbeatType);
     writer.field("stage", message.stage);
     writer.str("pid");
     writer.integer(message.pid);
@@ -114,6 +114,20 @@ void write_body(WireWriter& writer, const HeartbeatMessage& message) {
     writer.integer(message.active_requests);
     writer.str("processed");
     writer.integer(message.processed);
+    writer.str("compute_ns");
+    writer.integer(message.compute_ns);
+    writer.str("edges");
+    writer.list_header(message.edges.size());
+    for (const auto& edge : message.edges) {
+        writer.map_header(5);
+        writer.field("target", edge.target);
+        for (auto [key, number] :
+             {std::pair{"transfers", edge.transfers}, std::pair{"bytes", edge.bytes},
+              std::pair{"write_ns", edge.write_ns}, std::pair{"delivery_ns", edge.delivery_ns}}) {
+            writer.str(key);
+            writer.integer(number);
+        }
+    }
 }
 
 }  // namespace

@@ -105,12 +105,27 @@ struct ProfilerStopMessage {
 
 // Stage -> coordinator, periodically: liveness and load for the coordinator's health
 // report. Wire type "heartbeat".
+// Traffic from a stage to one target stage in another process since the stage started:
+// payloads and stream chunks (those without tensor bytes travel in the control message alone;
+// same-process hand-offs are not counted).
+struct EdgeTraffic {
+    std::string target;
+    std::int64_t transfers = 0;
+    std::int64_t bytes = 0;        // tensor bytes moved
+    std::int64_t write_ns = 0;     // encoding and writing into the relay (the sender's side)
+    std::int64_t delivery_ns = 0;  // from the put to the receiver taking the data
+    friend bool operator==(const EdgeTraffic&, const EdgeTraffic&) = default;
+};
+
 struct HeartbeatMessage {
     std::string stage;
     std::int64_t pid = 0;
     std::int64_t queue_depth = 0;      // work waiting in the stage (inbox + pending fan-in)
     std::int64_t active_requests = 0;  // requests the stage holds state for
     std::int64_t processed = 0;        // results emitted since start
+    // Optional on the wire (absent: 0 / none), so older stages still talk to newer coordinators.
+    std::int64_t compute_ns = 0;     // time the scheduler spent in compute since start
+    std::vector<EdgeTraffic> edges;  // relay traffic per target, in target-name order
     friend bool operator==(const HeartbeatMessage&, const HeartbeatMessage&) = default;
 };
 

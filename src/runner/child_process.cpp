@@ -4,8 +4,9 @@
 //
 // Process group: children stay in the parent's process group (no setpgid). The instance is one
 // job to the shell: terminal Ctrl-C / Ctrl-Z and a signal sent to the group (timeout(1), a
-// service manager) reach every process of the instance at once, and each stage process stops
-// cleanly on SIGINT / SIGTERM by itself. A private group would hide children from job control
+// service manager) reach every process of the instance at once. A stage process stops cleanly on
+// SIGTERM by itself and ignores SIGINT, so that Ctrl-C leaves the shutdown to the parent (which
+// drains first; see `omnirt stage-process`). A private group would hide children from job control
 // (a stopped parent would leave them running). The price: after Ctrl-C the parent sees its
 // children exit while it shuts down, so supervision treats exits after shutdown began as expected.
 #include "runner/child_process.h"

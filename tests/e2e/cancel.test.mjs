@@ -39,9 +39,9 @@ async function pipelineState() {
     const count = (name, labels) => findSamples(samples, name, labels)[0]?.value ?? 0;
     return {
         active,
-        aborted: count('omnirt_pipeline_requests', { state: 'aborted' }),
-        running: count('omnirt_pipeline_requests', { state: 'running' }),
-        pending: count('omnirt_pipeline_requests', { state: 'pending' }),
+        aborted: count('omnirt_pipeline_requests_total', { state: 'aborted' }),
+        running: count('omnirt_pipeline_live_requests', { state: 'running' }),
+        pending: count('omnirt_pipeline_live_requests', { state: 'pending' }),
         inFlight: count('omnirt_http_requests_in_flight', {}),
     };
 }

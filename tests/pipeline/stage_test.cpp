@@ -95,6 +95,15 @@ TEST_F(StageTest, SequentialStagesMoveTensorsThroughTheRelayIntact) {
     EXPECT_EQ(c.stage->stats().relay_gets, 3);
     EXPECT_EQ(c.stage->stats().processed, 3);
     EXPECT_EQ(b.stage->stats().local_dispatches, 0);
+    // Traffic per edge: a -> b carried the three payloads with their tensor bytes, and the
+    // delivery of each was seen (the put waiter records it after the reader took the data).
+    auto edges = a.stage->stats().edges;
+    ASSERT_EQ(edges.size(), 1u);
+    EXPECT_EQ(edges[0].target, "b");
+    EXPECT_EQ(edges[0].transfers, 3);
+    EXPECT_GE(edges[0].bytes, 3 * 300000);
+    EXPECT_GT(edges[0].write_ns, 0);
+    EXPECT_TRUE(c.stage->stats().edges.empty());  // terminal: sends nothing to a stage
     EXPECT_TRUE(coordinator->wait_heartbeat("a"));
     EXPECT_TRUE(coordinator->wait_heartbeat("c"));
     for (auto* s : {&a, &b, &c}) {

@@ -71,7 +71,14 @@ std::vector<ControlMessage> random_messages(RandomValues& random) {
                                    .pid = random.integer(),
                                    .queue_depth = random.integer(),
                                    .active_requests = random.integer(),
-                                   .processed = random.integer()});
+                                   .processed = random.integer(),
+                                   .compute_ns = random.integer(),
+                                   .edges = {proto::EdgeTraffic{.target = random.string(),
+                                                                .transfers = 3,
+                                                                .bytes = 4096,
+                                                                .write_ns = 7,
+                                                                .delivery_ns = 11},
+                                             proto::EdgeTraffic{.target = random.string()}}});
     return out;
 }
 
@@ -216,6 +223,36 @@ TEST(Messages, UnknownFieldsAreIgnoredAndNilOptionalsAreUnset) {
     EXPECT_FALSE(data_ready.chunk_id.has_value());
     EXPECT_FALSE(data_ready.error.has_value());
     EXPECT_TRUE(data_ready.relay_metadata.is_null());
+}
+
+TEST(Messages, HeartbeatTrafficFieldsAreOptionalAndChecked) {
+    // A heartbeat of an older stage (no compute_ns, no edges) still decodes.
+    Value old = Map{{"v", 1},           {"type", "heartbeat"},  {"stage", "a"},  {"pid", 1},
+                    {"queue_depth", 2}, {"active_requests", 3}, {"processed", 4}};
+    auto bytes = encode_value(old);
+    ASSERT_TRUE(bytes.has_value());
+    auto decoded = decode_message(*bytes);
+    ASSERT_TRUE(decoded.has_value()) << decoded.error().message;
+    const auto& heartbeat = std::get<HeartbeatMessage>(*decoded);
+    EXPECT_EQ(heartbeat.processed, 4);
+    EXPECT_EQ(heartbeat.compute_ns, 0);
+    EXPECT_TRUE(heartbeat.edges.empty());
+
+    // Malformed traffic fields name the field.
+    auto with = [&](const char* key, Value value) {
+        Value message = old;
+        message[key] = std::move(value);
+        return decode_error(message);
+    };
+    EXPECT_NE(with("edges", 5).find("heartbeat.edges: expected list"), std::string::npos)
+        << with("edges", 5);
+    EXPECT_NE(with("edges", List{"x"}).find("edges[0]"), std::string::npos)
+        << with("edges", List{"x"});
+    Value negative = List{
+        Map{{"target", "b"}, {"transfers", -1}, {"bytes", 0}, {"write_ns", 0}, {"delivery_ns", 0}}};
+    EXPECT_NE(with("edges", negative).find("transfers"), std::string::npos)
+        << with("edges", negative);
+    EXPECT_NE(with("compute_ns", "fast").find("compute_ns"), std::string::npos);
 }
 
 TEST(Messages, UnknownErrorCodeBecomesInternal) {

@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "client/client.h"
+#include "media/audio.h"
 #include "serve/api/api_server.h"
 #include "serve/api/metrics.h"
 #include "serve/api/work_pool.h"
@@ -50,7 +51,7 @@ class Exchange {
                  http::HttpHeaders extra = {});
     bool respond_json(int status, std::string body);
     bool respond_error(const openai::ProtocolError& error);
-    // Streams: the status is recorded at start.
+    // Streams: recorded (200, or 499 when the client left) when they finish.
     bool start_sse();
     bool write(std::string chunk);
     bool finish();
@@ -67,6 +68,7 @@ class Exchange {
     Clock::time_point arrival_;
     bool recorded_ = false;
     bool admitted_ = false;
+    bool streaming_ = false;
 };
 
 // 401 when the server has an API key and the request does not carry it (answered; false).
@@ -76,6 +78,14 @@ bool authorized(Exchange& exchange);
 // resource_exhausted, 503 unavailable, 504 deadline_exceeded, 499-like client aborts as 503
 // (the server stopping), 500 otherwise; the message is the stage's.
 [[nodiscard]] openai::ProtocolError pipeline_error(const Error& error);
+
+// A 500 for output of the pipeline that breaks the client output protocol or cannot be encoded
+// (the stage's fault, not the client's).
+[[nodiscard]] openai::ProtocolError output_error(const Error& error);
+
+// Appends `audio` to `into`, resampling it to `into`'s rate; a different channel count is an
+// error (non-streamed responses collect every audio delta this way).
+[[nodiscard]] Status append_audio(media::AudioBuffer& into, const media::AudioBuffer& audio);
 
 // 404 when `model` is neither empty nor the served model's name.
 [[nodiscard]] openai::ProtocolStatus check_model(const ApiState& state, const std::string& model);

@@ -15,7 +15,9 @@ Exchange::Exchange(ApiState& state, std::shared_ptr<http::HttpExchange> http, st
       arrival_(Clock::now()) {}
 
 Exchange::~Exchange() {
-    if (!recorded_) record(500);
+    // Unanswered: the client left (499, as proxies log it), or the HTTP layer answers 500. A
+    // stream that never finished counts as the client leaving when it did.
+    if (!recorded_) record(http_->disconnected() ? 499 : (streaming_ ? 200 : 500));
     if (admitted_) {
         state_.generating.fetch_sub(1);
         state_.metrics.request_ended();
@@ -47,14 +49,18 @@ bool Exchange::respond_error(const openai::ProtocolError& error) {
 }
 
 bool Exchange::start_sse() {
-    record(200);
+    streaming_ = true;  // recorded when it finishes: the latency covers the whole stream
     return http_->start_stream(200, "text/event-stream",
                                {{"cache-control", "no-cache"}, {"x-accel-buffering", "no"}});
 }
 
 bool Exchange::write(std::string chunk) { return http_->write(std::move(chunk)); }
 
-bool Exchange::finish() { return http_->finish(); }
+bool Exchange::finish() {
+    bool finished = http_->finish();
+    record(finished || !http_->disconnected() ? 200 : 499);
+    return finished;
+}
 
 bool Exchange::admit() {
     std::size_t limit = state_.options.max_concurrency;
@@ -72,12 +78,25 @@ bool Exchange::admit() {
     return true;
 }
 
+namespace {
+
+// Compares without an early exit, so the time taken does not tell how much of a guess matched.
+bool constant_time_equal(std::string_view a, std::string_view b) {
+    unsigned char diff = a.size() == b.size() ? 0 : 1;
+    for (std::size_t i = 0; i < a.size(); ++i) {
+        diff |= static_cast<unsigned char>(a[i] ^ (i < b.size() ? b[i] : 0));
+    }
+    return diff == 0;
+}
+
+}  // namespace
+
 bool authorized(Exchange& exchange) {
     const std::string& key = exchange.state().options.api_key;
     if (key.empty()) return true;
     const auto& headers = exchange.request().headers;
     auto it = headers.find("authorization");
-    if (it != headers.end() && it->second == "Bearer " + key) return true;
+    if (it != headers.end() && constant_time_equal(it->second, "Bearer " + key)) return true;
     exchange.respond_error({401,
                             it == headers.end() ? "missing API key: send 'Authorization: Bearer "
                                                   "<key>'"
@@ -103,6 +122,30 @@ openai::ProtocolError pipeline_error(const Error& error) {
         default:
             return {500, error.message, "server_error", "", ""};
     }
+}
+
+openai::ProtocolError output_error(const Error& error) {
+    return {500, "the pipeline's output could not be turned into a response: " + error.message,
+            "server_error", "", ""};
+}
+
+Status append_audio(media::AudioBuffer& into, const media::AudioBuffer& audio) {
+    if (into.samples.empty()) {
+        into = audio;
+        return {};
+    }
+    if (audio.channels != into.channels) {
+        return fail(ErrorCode::invalid_argument, "audio output changed its channel count from " +
+                                                     std::to_string(into.channels) + " to " +
+                                                     std::to_string(audio.channels));
+    }
+    if (audio.sample_rate == into.sample_rate) {
+        into.samples.insert(into.samples.end(), audio.samples.begin(), audio.samples.end());
+        return {};
+    }
+    OMNI_TRY(auto resampled, media::resample(audio, into.sample_rate));
+    into.samples.insert(into.samples.end(), resampled.samples.begin(), resampled.samples.end());
+    return {};
 }
 
 openai::ProtocolStatus check_model(const ApiState& state, const std::string& model) {

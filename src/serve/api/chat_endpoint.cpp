@@ -103,7 +103,11 @@ class ChatCall : public std::enable_shared_from_this<ChatCall> {
         if (delta->audio) timing_.audio();
         if (!request_.stream) {
             text_ += delta->text;
-            if (delta->audio) append_audio(*delta->audio);
+            if (delta->audio) {
+                if (auto appended = append_audio(audio_, *delta->audio); !appended) {
+                    fail(appended.error());
+                }
+            }
             return;
         }
         ensure_head();
@@ -132,21 +136,13 @@ class ChatCall : public std::enable_shared_from_this<ChatCall> {
             std::span(reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size())));
     }
 
-    void append_audio(const media::AudioBuffer& audio) {
-        if (audio_.samples.empty()) {
-            audio_ = audio;
-        } else if (audio.sample_rate == audio_.sample_rate && audio.channels == audio_.channels) {
-            audio_.samples.insert(audio_.samples.end(), audio.samples.begin(), audio.samples.end());
-        }
-    }
-
     // A failure after the request started: the pipeline keeps nothing (abort), the client gets
     // an error (an SSE error event when streaming).
     void fail(const Error& error) {
         if (failed_) return;
         failed_ = true;
         (void)exchange_->state().client.abort(context_.id, error.message);
-        send_error(pipeline_error(error));
+        send_error(output_error(error));
     }
 
     void send_error(const openai::ProtocolError& error) {
@@ -169,7 +165,7 @@ class ChatCall : public std::enable_shared_from_this<ChatCall> {
         }
         auto result = client::parse_result(event.result.data);
         if (!result) {
-            send_error(pipeline_error(result.error()));
+            send_error(output_error(result.error()));
             return;
         }
         std::string text = result->text.value_or(text_);
@@ -177,6 +173,14 @@ class ChatCall : public std::enable_shared_from_this<ChatCall> {
         openai::Usage usage{result->usage.prompt_tokens, result->usage.completion_tokens};
         if (request_.stream) {
             ensure_head();
+            // Text only the result carries (a stage that sent no text deltas) still goes out.
+            if (text_.empty() && !text.empty()) {
+                if (has_modality(request_, "text")) {
+                    exchange_->write(openai::chat_chunk_content(context_, text));
+                } else if (request_.wants_audio()) {
+                    exchange_->write(openai::chat_chunk_audio(context_, audio_id_, {}, text));
+                }
+            }
             if (request_.wants_audio()) {
                 // A result with audio but no audio chunks still reaches the client.
                 if (!encoder_.started() && result->audio) {
@@ -185,7 +189,7 @@ class ChatCall : public std::enable_shared_from_this<ChatCall> {
                 }
                 auto tail = encoder_.finish();
                 if (!tail) {
-                    send_error(pipeline_error(tail.error()));
+                    send_error(output_error(tail.error()));
                     return;
                 }
                 write_audio(*tail);
@@ -207,7 +211,7 @@ class ChatCall : public std::enable_shared_from_this<ChatCall> {
             if (!audio->samples.empty()) {
                 auto encoded = media::encode_audio(*audio, format_);
                 if (!encoded) {
-                    send_error(pipeline_error(encoded.error()));
+                    send_error(output_error(encoded.error()));
                     return;
                 }
                 completion.audio = openai::AudioOutput{

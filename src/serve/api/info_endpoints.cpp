@@ -26,7 +26,8 @@ void health(ApiState& state, std::shared_ptr<http::HttpExchange> http) {
                       {"alive", stage.alive},
                       {"queue_depth", stage.queue_depth},
                       {"active_requests", stage.active_requests},
-                      {"processed", stage.processed}};
+                      {"processed", stage.processed},
+                      {"compute_seconds", static_cast<double>(stage.compute_ns) / 1e9}};
         if (!stage.down_reason.empty()) entry["down_reason"] = stage.down_reason;
         stages.push_back(std::move(entry));
     }

@@ -112,7 +112,7 @@ std::string ServerMetrics::render(const pipeline::HealthReport& health) const {
             }
         }
         header(out, "omnirt_http_request_duration_seconds", "histogram",
-               "Time from a request's arrival to the end of its response.");
+               "Time from a request's arrival to its answer (a stream: to its end).");
         for (const auto& [endpoint, stats] : endpoints_) {
             stats.latency.render(out, "omnirt_http_request_duration_seconds",
                                  "endpoint=\"" + label_value(endpoint) + "\"");
@@ -152,12 +152,56 @@ std::string ServerMetrics::render(const pipeline::HealthReport& health) const {
         sample(out, "omnirt_stage_processed_total", "stage=\"" + label_value(stage.stage) + "\"",
                static_cast<double>(stage.processed));
     }
-    header(out, "omnirt_pipeline_requests", "gauge",
-           "Coordinator requests: live ones by state, and totals of ended ones.");
-    for (const auto& [state, count] : health.requests_by_state) {
-        sample(out, "omnirt_pipeline_requests", "state=\"" + label_value(state) + "\"",
-               static_cast<double>(count));
+    header(out, "omnirt_stage_compute_seconds_total", "counter",
+           "Time the stage's scheduler spent computing.");
+    for (const auto& stage : health.stages) {
+        sample(out, "omnirt_stage_compute_seconds_total",
+               "stage=\"" + label_value(stage.stage) + "\"",
+               static_cast<double>(stage.compute_ns) / 1e9);
     }
+    // Relay traffic per edge (from -> to), one family per quantity.
+    struct EdgeFamily {
+        const char* name;
+        const char* help;
+        double (*value)(const proto::EdgeTraffic&);
+    };
+    static constexpr EdgeFamily kEdgeFamilies[] = {
+        {"omnirt_relay_transfers_total",
+         "Payloads and stream chunks sent to a stage in another process, per edge.",
+         [](const proto::EdgeTraffic& e) { return static_cast<double>(e.transfers); }},
+        {"omnirt_relay_bytes_total", "Tensor bytes moved through the relay per edge.",
+         [](const proto::EdgeTraffic& e) { return static_cast<double>(e.bytes); }},
+        {"omnirt_relay_write_seconds_total",
+         "Time the sender spent encoding and writing into the relay, per edge.",
+         [](const proto::EdgeTraffic& e) { return static_cast<double>(e.write_ns) / 1e9; }},
+        {"omnirt_relay_delivery_seconds_total",
+         "Time from a relay put to the receiver taking the data, summed per edge.",
+         [](const proto::EdgeTraffic& e) { return static_cast<double>(e.delivery_ns) / 1e9; }},
+    };
+    for (const auto& family : kEdgeFamilies) {
+        header(out, family.name, "counter", family.help);
+        for (const auto& stage : health.stages) {
+            for (const auto& edge : stage.edges) {
+                sample(out, family.name,
+                       "from=\"" + label_value(stage.stage) + "\",to=\"" +
+                           label_value(edge.target) + "\"",
+                       family.value(edge));
+            }
+        }
+    }
+    // The coordinator reports live requests (pending, running) and totals of ended ones.
+    std::string live;
+    std::string totals;
+    for (const auto& [state, count] : health.requests_by_state) {
+        bool is_live = state == "pending" || state == "running";
+        sample(is_live ? live : totals,
+               is_live ? "omnirt_pipeline_live_requests" : "omnirt_pipeline_requests_total",
+               "state=\"" + label_value(state) + "\"", static_cast<double>(count));
+    }
+    header(out, "omnirt_pipeline_live_requests", "gauge", "Requests in the pipeline by state.");
+    out += live;
+    header(out, "omnirt_pipeline_requests_total", "counter", "Requests ended, by how they ended.");
+    out += totals;
     return out;
 }
 

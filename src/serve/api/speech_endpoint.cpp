@@ -75,7 +75,9 @@ class SpeechCall : public std::enable_shared_from_this<SpeechCall> {
         if (!delta->audio) return;
         timing_.audio();
         if (!request_.stream) {
-            append(*delta->audio);
+            if (auto appended = append_audio(audio_, *delta->audio); !appended) {
+                fail(appended.error());
+            }
             return;
         }
         ensure_head();
@@ -93,19 +95,11 @@ class SpeechCall : public std::enable_shared_from_this<SpeechCall> {
             std::span(reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size())));
     }
 
-    void append(const media::AudioBuffer& audio) {
-        if (audio_.samples.empty()) {
-            audio_ = audio;
-        } else if (audio.sample_rate == audio_.sample_rate && audio.channels == audio_.channels) {
-            audio_.samples.insert(audio_.samples.end(), audio.samples.begin(), audio.samples.end());
-        }
-    }
-
     void fail(const Error& error) {
         if (failed_) return;
         failed_ = true;
         (void)exchange_->state().client.abort(id_, error.message);
-        send_error(pipeline_error(error));
+        send_error(output_error(error));
     }
 
     void send_error(const openai::ProtocolError& error) {
@@ -127,7 +121,7 @@ class SpeechCall : public std::enable_shared_from_this<SpeechCall> {
         }
         auto result = client::parse_result(event.result.data);
         if (!result) {
-            send_error(pipeline_error(result.error()));
+            send_error(output_error(result.error()));
             return;
         }
         openai::Usage usage{result->usage.prompt_tokens, result->usage.completion_tokens};
@@ -139,10 +133,15 @@ class SpeechCall : public std::enable_shared_from_this<SpeechCall> {
             }
             auto tail = encoder_.finish();
             if (!tail) {
-                send_error(pipeline_error(tail.error()));
+                send_error(output_error(tail.error()));
                 return;
             }
             write_audio(*tail);
+            if (!encoder_.started()) {
+                send_error({500, "the pipeline produced no audio for this request", "server_error",
+                            "", ""});
+                return;
+            }
             exchange_->write(openai::speech_audio_done_event(usage));
             exchange_->finish();
             return;
@@ -155,7 +154,7 @@ class SpeechCall : public std::enable_shared_from_this<SpeechCall> {
         }
         auto encoded = media::encode_audio(audio, format_);
         if (!encoded) {
-            send_error(pipeline_error(encoded.error()));
+            send_error(output_error(encoded.error()));
             return;
         }
         exchange_->respond(200, openai::speech_content_type(request_.response_format),

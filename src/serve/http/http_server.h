@@ -1,6 +1,6 @@
 #pragma once
 // The async HTTP/1.1 server core of `omnirt serve`: Beast + Asio with C++20 coroutines behind a
-// Beast-free API (docs/serve_http.md).
+// Beast-free API (docs/serve.md, "HTTP layer").
 //
 // Threads: `threads` IO threads run every connection; each connection lives on its own strand.
 // Handlers are invoked on an IO thread and must not block. An HttpExchange may be answered from

@@ -326,6 +326,10 @@ TEST_F(ApiServerTest, MetricsCountRequestsAndLatencies) {
     EXPECT_NE(text.find("omnirt_time_to_first_token_seconds_count 1"), std::string::npos);
     EXPECT_NE(text.find("omnirt_stage_queue_depth{stage=\"thinker\"}"), std::string::npos);
     EXPECT_NE(text.find("le=\"+Inf\""), std::string::npos);
+    EXPECT_NE(text.find("omnirt_stage_compute_seconds_total{stage=\"thinker\"}"),
+              std::string::npos);
+    EXPECT_NE(text.find("# TYPE omnirt_relay_bytes_total counter"), std::string::npos);
+    EXPECT_NE(text.find("omnirt_pipeline_requests_total{state=\"completed\"}"), std::string::npos);
 }
 
 }  // namespace
