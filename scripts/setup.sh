@@ -15,7 +15,7 @@ packages=(
   # config, CLI, logging
   nlohmann-json3-dev libyaml-cpp-dev libcli11-dev libspdlog-dev
   # HTTP / WebSocket, tokenizer regex, media
-  libboost1.74-dev libpcre2-dev libsndfile1-dev libsoxr-dev
+  libboost1.74-dev libpcre2-dev libicu-dev libsndfile1-dev libsoxr-dev
   # relay data plane and model compute
   libucx-dev libtorch-dev libgloo-dev libopenblas0-pthread
   # end-to-end tests
