@@ -215,7 +215,9 @@ Result<Qwen3Config> parse_qwen3_config(const json& object) {
     OMNI_TRY(config.pad_token_id, optional_int(object, "pad_token_id"));
     OMNI_RETURN_IF_ERROR(read_int_list(object, "eos_token_id", config.eos_token_ids, true));
 
-    const char* experts_key = member(object, "num_experts") ? "num_experts" : "num_local_experts";
+    const char* experts_key = member(object, "num_local_experts") && !member(object, "num_experts")
+                                  ? "num_local_experts"
+                                  : "num_experts";
     OMNI_RETURN_IF_ERROR(
         read_int(object, experts_key, config.num_experts, config.model_type == "qwen3_moe"));
     if (config.num_experts > 0) {
