@@ -1,0 +1,229 @@
+#pragma once
+// ArScheduler: the scheduler of autoregressive stages (the OmniScheduler role of pipeline.md).
+// It presents the pipeline::Scheduler surface to the Stage and runs, on one engine thread that
+// owns the model, the KV cache, the block allocator and the prefix cache:
+//
+//   drain inbox (new requests, aborts) -> schedule a step -> hooks -> ModelRunner::forward ->
+//   sample -> append tokens, check stops -> stream chunks / results to the outbox
+//
+// Scheduling (docs/engine.md, "AR engine"): continuous batching; every running sequence takes
+// part in every step (decodes one token each; prompts in chunks of at most max_prefill_tokens
+// per step over all sequences); waiting requests are admitted in arrival order while
+// max_running_requests and the KV blocks allow (a request is admitted with blocks for its whole
+// prompt; prefix-cache hits skip the cached positions). When a decode finds no free block, the
+// most recently admitted sequence is preempted (recompute: its blocks are freed and it waits at
+// the head of the queue, its output appended to its prompt).
+//
+// Payloads: the new_request payload's data holds the prompt as "input_ids" (an i32 / i64 host
+// tensor [n] or [1, n], or a list of ints) and optionally "cache_salt" (a string that joins the
+// prefix-cache key). Per generated token, one stream chunk goes to the client (when
+// stream_to_client) and to every stream target:
+//   {"token_id": int, "index": int (0-based in the output), "text": delta (with a detokenizer),
+//    "logprob": float, "top_logprobs": [{"token_id", "logprob"}...] (when asked for),
+//    "hidden": f32 [hidden] (targets only, with stream_hidden), + FeedbackStrategy fields}
+// The result's data is
+//   {"output_ids": i32 [n], "text": str (with a detokenizer), "finish_reason": "stop"|"length",
+//    "usage": {"prompt_tokens", "completion_tokens"}, "logprobs": [float...] (when asked for)}.
+// Aborted requests produce nothing (the Scheduler contract drops their results).
+//
+// Threads: start(), stop(), abort(), active_requests(), stats() and wait_for_stats() may be
+// called from any thread; hooks, the detokenizer and the model run on the engine thread.
+#include <any>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "core/error.h"
+#include "core/tensor.h"
+#include "core/value.h"
+#include "engine/ar_sequence.h"
+#include "engine/model_runner.h"
+#include "engine/sampling_params.h"
+#include "pipeline/scheduler.h"
+#include "pipeline/simple_scheduler.h"
+
+namespace omnirt::pipeline {
+class Tracer;
+}
+
+namespace omnirt::engine {
+
+class BlockAllocator;
+class RadixCache;
+struct SampledToken;
+
+// Appends to `text` the UTF-8 bytes token `token_id` adds to the output (possibly part of a
+// character; nothing for a token that is not shown). Byte-level BPE tokenizers fit this shape
+// (text::Tokenizer::append_token_bytes). An error fails the request.
+using DetokenizeFn = std::function<Status(std::int32_t token_id, std::string& text)>;
+
+// The ThinkerModelRunner hook: called before every forward for each sequence of the step. It
+// may set input.input_embeds / input.embed_mask (rows are input.tokens, whose first position
+// is input.start_position) and input.want_hidden. After a preemption positions are computed
+// again, so the hook must handle any start_position. An error fails that request only.
+using BeforeForwardFn = std::function<Status(ArSequence& sequence, SequenceInput& input)>;
+
+// What FeedbackStrategy::extract_output gives back for one sequence.
+struct StepFeedback {
+    std::any state;  // kept as ArSequence::feedback() for the next write_buffers
+    Map chunk;       // fields added to this step's stream chunks (e.g. {"codes": tensor})
+};
+
+// The FeedbackARModelRunner role: a self-contained loop where the next decode step depends on
+// what the previous step produced (codebook codes, feedback embeddings). Runs on the engine
+// thread. An error fails every request of the step.
+class FeedbackStrategy {
+  public:
+    virtual ~FeedbackStrategy() = default;
+    // Before the forward: write each sequence's previous feedback (sequences[i]->feedback())
+    // into inputs[i] or into the model's own buffers.
+    [[nodiscard]] virtual Status write_buffers(std::span<ArSequence* const> sequences,
+                                               std::span<SequenceInput> inputs) = 0;
+    // After sampling, for the sequences that produced a token this step: sequences[i] owns row
+    // rows[i] of `output` and sampled token sampled[i]. Returns one StepFeedback per sequence.
+    [[nodiscard]] virtual Result<std::vector<StepFeedback>> extract_output(
+        const ForwardOutput& output, std::span<const std::int64_t> rows,
+        std::span<ArSequence* const> sequences, std::span<const std::int32_t> sampled) = 0;
+};
+
+struct ArSchedulerOptions {
+    std::string stage_name;  // params.stage_sampling.<stage_name>; logs and errors
+    // KV cache size: num_kv_blocks, or else kv_cache_bytes / KVCache::bytes_per_block.
+    std::int64_t num_kv_blocks = 0;
+    std::int64_t kv_cache_bytes = 0;
+    std::int32_t block_size = 16;
+    Device device = Device::cpu();  // of the KV cache (the model's device)
+    std::int64_t max_running_requests = 256;
+    std::int64_t max_prefill_tokens = 2048;  // prompt tokens per step, over all sequences
+    // Blocks kept free when admitting next to running sequences, so decodes can grow without
+    // preempting at once. -1: 1% of the blocks (at least 1).
+    std::int64_t watermark_blocks = -1;
+    bool enable_prefix_cache = true;
+    SamplingParams default_sampling;          // the stage's defaults (sampling_params.h)
+    std::vector<std::int32_t> eos_token_ids;  // end generation unless ignore_eos
+    DetokenizeFn detokenize;                  // optional: text, stop strings
+    bool stream_to_client = true;
+    std::vector<std::string> stream_targets;  // stages of the stage's stream_to
+    bool stream_hidden = false;      // ask for the last hidden state; "hidden" in target chunks
+    BeforeForwardFn before_forward;  // optional
+    std::unique_ptr<FeedbackStrategy> feedback;  // optional
+    std::uint64_t seed = 0;  // seeds the seeds of unseeded requests; 0 = from random_device
+    std::size_t inbox_capacity = pipeline::kDefaultQueueCapacity;
+    std::size_t outbox_capacity = pipeline::kDefaultQueueCapacity;
+    pipeline::Tracer* tracer = nullptr;  // "forward" spans; may be null; must outlive us
+};
+
+// A snapshot of the engine's state, published after every step and whenever it goes idle.
+struct ArSchedulerStats {
+    std::size_t waiting = 0;
+    std::size_t running = 0;
+    std::size_t total_blocks = 0;
+    std::size_t free_blocks = 0;
+    std::size_t cached_blocks = 0;  // held by the prefix cache (some may be shared)
+    std::uint64_t steps = 0;
+    std::uint64_t prefill_tokens = 0;  // computed prompt positions
+    std::uint64_t decode_tokens = 0;
+    std::uint64_t prefix_hit_tokens = 0;  // prompt positions skipped thanks to the cache
+    std::uint64_t preemptions = 0;
+    std::uint64_t finished_requests = 0;
+    std::uint64_t aborted_requests = 0;
+    std::uint64_t failed_requests = 0;
+    bool idle = true;  // no sequence, and the engine waits for the inbox
+};
+
+class ArScheduler final : public pipeline::Scheduler {
+  public:
+    // Validates the options and allocates the KV cache for `model`. invalid_argument for bad
+    // sizes, the KVCache's errors for the allocation.
+    [[nodiscard]] static Result<std::unique_ptr<ArScheduler>> create(
+        ArSchedulerOptions options, std::unique_ptr<ModelRunner> model);
+    ~ArScheduler() override;  // stop()
+
+    [[nodiscard]] Status start() override;
+    // Drops queued messages, frees every sequence's blocks and the prefix cache, joins the
+    // engine thread (after its current step), closes the outbox.
+    void stop() override;
+    // Queued messages of the request are removed at once; its sequence leaves before the next
+    // step (its blocks are freed; nothing more reaches the outbox for it). Later messages of the
+    // id are dropped (the last 4096 aborted ids are remembered).
+    void abort(const std::string& request_id) override;
+    [[nodiscard]] std::size_t active_requests() const override;
+
+    [[nodiscard]] ArSchedulerStats stats() const;
+    // Waits until `predicate` holds for a published snapshot, or `timeout`. True when it held.
+    bool wait_for_stats(const std::function<bool(const ArSchedulerStats&)>& predicate,
+                        std::chrono::milliseconds timeout) const;
+
+  private:
+    struct Scheduled {
+        ArSequence* sequence;
+        std::int64_t tokens;  // new tokens this step
+    };
+
+    ArScheduler(ArSchedulerOptions options, std::unique_ptr<ModelRunner> model);
+    // ar_scheduler.cpp: lifecycle, messages, requests.
+    void engine_loop();
+    void handle_message(pipeline::IncomingMessage message);
+    Result<std::unique_ptr<ArSequence>> make_sequence(const pipeline::IncomingMessage& message);
+    void apply_aborts();
+    bool is_aborted(const std::string& request_id) const;
+    void publish_stats(bool idle);
+    void release_everything();
+    // ar_step.cpp: one engine step.
+    void step();
+    std::vector<Scheduled> schedule();
+    bool ensure_free_blocks(std::size_t count);
+    void preempt(ArSequence& sequence);
+    void cache_blocks(ArSequence& sequence);
+    void run_batch(std::vector<Scheduled> plan);
+    void append_token(ArSequence& sequence, std::int32_t token, const SampledToken& sample,
+                      Map extra, const at::Tensor* hidden);
+    // ar_output.cpp: what leaves through the outbox.
+    void emit_chunk(ArSequence& sequence, const Map& fields, const at::Tensor* hidden);
+    void finish(ArSequence& sequence, const std::string& reason);
+    void fail_sequence(ArSequence& sequence, Error error);
+    void retire(ArSequence& sequence, SequenceStatus status);
+    void sweep();
+
+    ArSchedulerOptions options_;
+    std::unique_ptr<ModelRunner> model_;
+    std::unique_ptr<KVCache> kv_cache_;
+    std::unique_ptr<BlockAllocator> allocator_;
+    std::unique_ptr<RadixCache> prefix_cache_;
+    std::int64_t vocab_size_ = 0;
+    std::int64_t max_positions_ = 0;
+    std::int64_t capacity_tokens_ = 0;  // KV blocks * block size
+    std::int64_t watermark_blocks_ = 0;
+
+    // Engine thread only.
+    std::unordered_map<std::string, std::unique_ptr<ArSequence>> sequences_;
+    std::deque<ArSequence*> waiting_;
+    std::vector<ArSequence*> running_;  // in admission order
+    std::uint64_t seed_state_ = 0;
+    ArSchedulerStats counters_;
+
+    // Shared with other threads.
+    mutable std::mutex mutex_;
+    std::vector<std::string> pending_aborts_;
+    pipeline::RecentRequestIds aborted_ids_;
+    bool started_ = false;
+    std::atomic<bool> stopping_{false};
+    std::atomic<std::size_t> sequence_count_{0};
+    mutable std::mutex stats_mutex_;
+    mutable std::condition_variable stats_cv_;
+    ArSchedulerStats published_;
+    std::mutex stop_mutex_;
+    std::thread engine_;
+};
+
+}  // namespace omnirt::engine
