@@ -1,0 +1,128 @@
+// paged_attention: the CPU kernel against the ATen reference and against dense causal attention
+// over contiguous keys, with grouped heads, several sequences, shuffled blocks and bfloat16.
+#include "engine/paged_attention.h"
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+
+#include "engine/kv_cache.h"
+
+namespace omnirt::engine {
+namespace {
+
+struct Case {
+    std::int64_t heads;
+    std::int64_t kv_heads;
+    std::int64_t head_dim;
+    std::int64_t block_size;
+};
+
+SequenceInput make_sequence(std::int64_t start, std::int64_t count,
+                            std::vector<std::int32_t> blocks) {
+    SequenceInput s;
+    s.request_id = "s" + std::to_string(start);
+    s.tokens.assign(static_cast<std::size_t>(count), 0);
+    s.start_position = start;
+    s.block_table = std::move(blocks);
+    return s;
+}
+
+// Dense causal GQA of one sequence from contiguous keys / values [length, kv_heads, dim].
+at::Tensor dense_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                           std::int64_t start, double scale) {
+    const std::int64_t group = q.size(1) / k.size(1);
+    const at::Tensor keys = k.repeat_interleave(group, 1).transpose(0, 1);  // [heads, length, d]
+    const at::Tensor values = v.repeat_interleave(group, 1).transpose(0, 1);
+    at::Tensor scores = at::matmul(q.transpose(0, 1), keys.transpose(1, 2)) * scale;
+    const std::int64_t count = q.size(0);
+    const std::int64_t length = k.size(0);
+    const at::Tensor mask =
+        at::arange(length).unsqueeze(0) > (at::arange(count) + start).unsqueeze(1);
+    scores = scores.masked_fill(mask, -INFINITY);
+    return at::matmul(at::softmax(scores, -1), values).transpose(0, 1);
+}
+
+class PagedAttention : public ::testing::TestWithParam<Case> {};
+
+TEST_P(PagedAttention, KernelAndReferenceMatchDenseAttention) {
+    const Case c = GetParam();
+    at::manual_seed(4);
+    const KVCacheSpec spec{.num_layers = 1,
+                           .num_kv_heads = static_cast<int>(c.kv_heads),
+                           .head_dim = static_cast<int>(c.head_dim)};
+    auto created = KVCache::create(spec, 64, c.block_size);
+    ASSERT_TRUE(created.has_value());
+    KVCache& cache = **created;
+    // Sequences (start, new tokens): decode, prefill chunk after a prefix, fresh prefill.
+    const std::vector<std::pair<std::int64_t, std::int64_t>> shapes = {
+        {20, 1}, {7, 6}, {0, 9}, {0, 1}};
+    std::vector<std::int32_t> free_blocks(64);
+    std::iota(free_blocks.begin(), free_blocks.end(), 0);
+    std::shuffle(free_blocks.begin(), free_blocks.end(), std::mt19937(3));
+    std::vector<SequenceInput> batch;
+    std::vector<at::Tensor> dense_keys;
+    std::vector<at::Tensor> dense_values;
+    std::size_t next_block = 0;
+    for (auto [start, count] : shapes) {
+        const std::int64_t length = start + count;
+        const std::int64_t blocks = (length + c.block_size - 1) / c.block_size;
+        std::vector<std::int32_t> table(
+            free_blocks.begin() + static_cast<std::ptrdiff_t>(next_block),
+            free_blocks.begin() + static_cast<std::ptrdiff_t>(next_block + blocks));
+        next_block += static_cast<std::size_t>(blocks);
+        const at::Tensor k = at::randn({length, c.kv_heads, c.head_dim});
+        const at::Tensor v = at::randn({length, c.kv_heads, c.head_dim});
+        for (std::int64_t p = 0; p < length; ++p) {
+            const std::int64_t block = table[static_cast<std::size_t>(p / c.block_size)];
+            cache.keys(0)[block][p % c.block_size].copy_(k[p]);
+            cache.values(0)[block][p % c.block_size].copy_(v[p]);
+        }
+        dense_keys.push_back(k);
+        dense_values.push_back(v);
+        batch.push_back(make_sequence(start, count, std::move(table)));
+    }
+    std::int64_t total = 0;
+    for (auto [start, count] : shapes) total += count;
+    const at::Tensor query = at::randn({total, c.heads, c.head_dim});
+    const double scale = 1.0 / std::sqrt(static_cast<double>(c.head_dim));
+
+    const at::Tensor kernel =
+        paged_attention_cpu(query, cache.keys(0), cache.values(0), batch, scale);
+    const at::Tensor reference =
+        paged_attention_reference(query, cache.keys(0), cache.values(0), batch, scale);
+    const at::Tensor dispatched =
+        paged_attention(query, cache.keys(0), cache.values(0), batch, scale);
+    EXPECT_TRUE(dispatched.equal(kernel));
+    EXPECT_TRUE(at::allclose(kernel, reference, 1e-5, 1e-5));
+    std::int64_t row = 0;
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+        const std::int64_t count = shapes[i].second;
+        const at::Tensor expected = dense_attention(query.narrow(0, row, count), dense_keys[i],
+                                                    dense_values[i], shapes[i].first, scale);
+        EXPECT_TRUE(at::allclose(kernel.narrow(0, row, count), expected, 1e-5, 1e-5)) << i;
+        row += count;
+    }
+
+    // bfloat16: the kernel accumulates in float32, so it stays within bf16 rounding.
+    const at::Tensor keys16 = cache.keys(0).to(at::kBFloat16);
+    const at::Tensor values16 = cache.values(0).to(at::kBFloat16);
+    const at::Tensor query16 = query.to(at::kBFloat16);
+    const at::Tensor kernel16 = paged_attention_cpu(query16, keys16, values16, batch, scale);
+    const at::Tensor reference16 =
+        paged_attention_reference(query16, keys16, values16, batch, scale);
+    EXPECT_EQ(kernel16.scalar_type(), at::kBFloat16);
+    EXPECT_TRUE(at::allclose(kernel16.to(at::kFloat), reference16.to(at::kFloat), 2e-2, 2e-2));
+    EXPECT_TRUE(at::allclose(kernel16.to(at::kFloat), kernel, 5e-2, 5e-2));
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, PagedAttention,
+                         ::testing::Values(Case{4, 2, 16, 4}, Case{8, 8, 32, 16}, Case{6, 1, 8, 1},
+                                           Case{16, 8, 128, 16}, Case{2, 2, 20, 3}));
+
+}  // namespace
+}  // namespace omnirt::engine
