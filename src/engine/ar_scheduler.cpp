@@ -274,7 +274,12 @@ Result<std::unique_ptr<ArSequence>> ArScheduler::make_sequence(
         return fail(ErrorCode::invalid_argument, "new_request without a payload");
     }
     const StagePayload& payload = *message.payload;
-    OMNI_TRY(std::vector<std::int32_t> prompt, read_input_ids(payload.data));
+    std::vector<std::int32_t> prompt;
+    if (payload.data.find("input_ids") == nullptr && options_.prepare_input) {
+        OMNI_TRY(prompt, options_.prepare_input(payload));
+    } else {
+        OMNI_TRY(prompt, read_input_ids(payload.data));
+    }
     if (prompt.empty()) return fail(ErrorCode::invalid_argument, "data.input_ids is empty");
     for (std::size_t i = 0; i < prompt.size(); ++i) {
         if (prompt[i] < 0 || prompt[i] >= vocab_size_) {

@@ -15,9 +15,9 @@
 // the head of the queue, its output appended to its prompt).
 //
 // Payloads: the new_request payload's data holds the prompt as "input_ids" (an i32 / i64 host
-// tensor [n] or [1, n], or a list of ints) and optionally "cache_salt" (a string that joins the
-// prefix-cache key). Per generated token, one stream chunk goes to the client (when
-// stream_to_client) and to every stream target:
+// tensor [n] or [1, n], or a list of ints; without it, prepare_input builds the ids) and
+// optionally "cache_salt" (a string that joins the prefix-cache key). Per generated token, one
+// stream chunk goes to the client (when stream_to_client) and to every stream target:
 //   {"token_id": int, "index": int (0-based in the output), "text": delta (with a detokenizer),
 //    "logprob": float, "top_logprobs": [{"token_id", "logprob"}...] (when asked for),
 //    "hidden": f32 [hidden] (targets only, with stream_hidden), + FeedbackStrategy fields}
@@ -67,6 +67,13 @@ struct SampledToken;
 // (text::Tokenizer::append_token_bytes). An error fails the request.
 using DetokenizeFn = std::function<Status(std::int32_t token_id, std::string& text)>;
 
+// Builds the prompt's token ids of a request whose payload has no data.input_ids (e.g. renders a
+// chat request and tokenizes it). Runs on the engine thread when the request arrives, so it
+// should be quick; a stage with heavy preprocessing puts it into a stage of its own. An error
+// fails the request.
+using PrepareInputFn =
+    std::function<Result<std::vector<std::int32_t>>(const StagePayload& payload)>;
+
 // The ThinkerModelRunner hook: called before every forward for each sequence of the step. It
 // may set input.input_embeds / input.embed_mask (rows are input.tokens, whose first position
 // is input.start_position) and input.want_hidden. After a preemption positions are computed
@@ -112,6 +119,7 @@ struct ArSchedulerOptions {
     SamplingParams default_sampling;          // the stage's defaults (sampling_params.h)
     std::vector<std::int32_t> eos_token_ids;  // end generation unless ignore_eos
     DetokenizeFn detokenize;                  // optional: text, stop strings
+    PrepareInputFn prepare_input;             // optional: prompts without data.input_ids
     bool stream_to_client = true;
     std::vector<std::string> stream_targets;  // stages of the stage's stream_to
     bool stream_hidden = false;      // ask for the last hidden state; "hidden" in target chunks

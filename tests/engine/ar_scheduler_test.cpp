@@ -315,6 +315,37 @@ TEST(ArSchedulerTest, BadRequestsFailWithClearErrors) {
     EXPECT_TRUE(harness.wait_idle_and_clean());
 }
 
+TEST(ArSchedulerTest, PrepareInputBuildsPromptsWithoutInputIds) {
+    // A stand-in for chat rendering + tokenization: inputs.word's characters are the ids.
+    auto prepare = [](const StagePayload& payload) -> Result<std::vector<std::int32_t>> {
+        const Value* word = payload.request.inputs.find("word");
+        if (word == nullptr || !word->is_string()) {
+            return fail(ErrorCode::invalid_argument, "inputs.word must be a string");
+        }
+        std::vector<std::int32_t> ids;
+        for (char c : word->as_string()) ids.push_back(c - 'a');
+        return ids;
+    };
+    Harness harness({.prepare_input = prepare}, {});
+    auto request = [](Value inputs) {
+        return OmniRequest{.inputs = std::move(inputs), .params = params_max_tokens(4)};
+    };
+    harness.submit_payload("word",
+                           StagePayload{.request_id = "word",
+                                        .request = request(Value(Map{{"word", Value("hello")}})),
+                                        .data = Value(Map{})});
+    harness.submit_payload("bad",
+                           StagePayload{.request_id = "bad", .request = request(Value(Map{}))});
+    // data.input_ids wins over the hook.
+    harness.submit("ids", {7, 4, 11, 11, 14}, params_max_tokens(4));
+    ASSERT_TRUE(harness.wait_for_ends(3));
+    EXPECT_EQ(harness.outputs["word"].output_ids(), expected_greedy({7, 4, 11, 11, 14}, 4));
+    EXPECT_EQ(harness.outputs["ids"].output_ids(), expected_greedy({7, 4, 11, 11, 14}, 4));
+    ASSERT_TRUE(harness.outputs["bad"].error.has_value());
+    EXPECT_NE(harness.outputs["bad"].error->message.find("inputs.word must be a string"),
+              std::string::npos);
+}
+
 TEST(ArSchedulerTest, CreateValidatesOptions) {
     auto model = [] { return std::make_unique<FakeModel>(8, 4); };
     auto no_size = ArScheduler::create({.stage_name = "t"}, model());
