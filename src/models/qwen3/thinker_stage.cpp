@@ -1,0 +1,249 @@
+#include "models/qwen3/thinker_stage.h"
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "checkpoint/checkpoint.h"
+#include "engine/ar_scheduler.h"
+#include "models/qwen3/config.h"
+#include "models/qwen3/qwen3_model.h"
+#include "pipeline/test_stages.h"
+#include "text/chat_format.h"
+#include "text/tokenizer.h"
+#include "torch_bridge/torch_tensor.h"
+
+namespace omnirt::models::qwen3 {
+namespace {
+
+constexpr std::string_view kFactoryName = "qwen3.thinker";
+
+Error invalid(std::string message) {
+    return Error{ErrorCode::invalid_argument,
+                 std::string(kFactoryName) + ": " + std::move(message)};
+}
+
+Result<text::ContentPart> content_part(const Value& part, const std::string& where) {
+    const Value* type = part.find("type");
+    if (type == nullptr || !type->is_string()) {
+        return fail(invalid(where + " needs a string 'type'"));
+    }
+    if (type->as_string() == "text") {
+        const Value* text = part.find("text");
+        if (text == nullptr || !text->is_string()) {
+            return fail(invalid(where + " (a text part) needs a string 'text'"));
+        }
+        return text::ContentPart{.kind = text::ContentKind::text, .text = text->as_string()};
+    }
+    return fail(ErrorCode::unimplemented,
+                std::string(kFactoryName) + ": " + where + " is a '" + type->as_string() +
+                    "' part; this stage takes text only (media needs the Qwen3-Omni encoders)");
+}
+
+Result<std::vector<text::ChatMessage>> chat_messages(const List& list) {
+    std::vector<text::ChatMessage> messages;
+    for (std::size_t i = 0; i < list.size(); ++i) {
+        const std::string where = "inputs.messages[" + std::to_string(i) + "]";
+        const Value& message = list[i];
+        const Value* role = message.find("role");
+        if (role == nullptr || !role->is_string()) {
+            return fail(invalid(where + " needs a string 'role'"));
+        }
+        auto parsed_role = text::parse_chat_role(role->as_string());
+        if (!parsed_role) return fail(invalid(where + ".role: " + parsed_role.error().message));
+        text::ChatMessage out{.role = *parsed_role};
+        const Value* content = message.find("content");
+        if (content == nullptr || content->is_null()) {
+            // An assistant turn without content (a tool call): renders empty.
+        } else if (const std::string* plain = content->if_string()) {
+            out.content.push_back(text::ContentPart{.text = *plain});
+        } else if (const List* parts = content->if_list()) {
+            for (std::size_t k = 0; k < parts->size(); ++k) {
+                OMNI_TRY(text::ContentPart part,
+                         content_part((*parts)[k], where + ".content[" + std::to_string(k) + "]"));
+                out.content.push_back(std::move(part));
+            }
+        } else {
+            return fail(invalid(where + ".content must be a string or a list of parts"));
+        }
+        messages.push_back(std::move(out));
+    }
+    return messages;
+}
+
+Result<at::ScalarType> parse_model_dtype(const std::string& name) {
+    auto dtype = parse_dtype(name);
+    if (!dtype || (*dtype != DType::f32 && *dtype != DType::bf16 && *dtype != DType::f16)) {
+        return fail(
+            invalid("arg 'dtype' must be float32, bfloat16 or float16, got '" + name + "'"));
+    }
+    return torch_bridge::to_scalar_type(*dtype);
+}
+
+// Sampling defaults and EOS ids of the checkpoint (generation_config.json when present).
+struct GenerationDefaults {
+    engine::SamplingParams sampling;
+    std::vector<std::int32_t> eos_token_ids;
+};
+
+Result<GenerationDefaults> generation_defaults(const std::filesystem::path& directory,
+                                               const Qwen3Config& config) {
+    GenerationDefaults out;
+    for (std::int64_t id : config.eos_token_ids)
+        out.eos_token_ids.push_back(static_cast<std::int32_t>(id));
+    const std::filesystem::path path = directory / "generation_config.json";
+    if (!std::filesystem::exists(path)) return out;
+    OMNI_TRY(nlohmann::json json, checkpoint::read_json_file(path));
+    if (!json.is_object()) return fail(invalid(path.string() + " is not a JSON object"));
+    // The fields this engine reads, as a Value layer (the same validation as a request's).
+    Map layer;
+    for (const char* key : {"temperature", "top_p", "top_k", "repetition_penalty"}) {
+        auto it = json.find(key);
+        if (it == json.end()) continue;
+        if (it->is_number_integer()) {
+            layer.emplace(key, Value(it->get<std::int64_t>()));
+        } else if (it->is_number()) {
+            layer.emplace(key, Value(it->get<double>()));
+        }
+    }
+    if (auto sample = json.find("do_sample");
+        sample != json.end() && sample->is_boolean() && !sample->get<bool>()) {
+        layer.insert_or_assign("temperature", Value(0));  // transformers: greedy
+    }
+    OMNI_RETURN_IF_ERROR(
+        engine::apply_sampling_layer(Value(std::move(layer)), path.string(), out.sampling));
+    if (auto eos = json.find("eos_token_id"); eos != json.end()) {
+        out.eos_token_ids.clear();
+        auto add = [&](const nlohmann::json& id) -> Status {
+            if (!id.is_number_integer() || id.get<std::int64_t>() < 0 ||
+                id.get<std::int64_t>() >= config.vocab_size) {
+                return fail(invalid(path.string() + ": eos_token_id " + id.dump() +
+                                    " is not a token id of the model"));
+            }
+            out.eos_token_ids.push_back(static_cast<std::int32_t>(id.get<std::int64_t>()));
+            return ok_status();
+        };
+        if (eos->is_array()) {
+            for (const auto& id : *eos) OMNI_RETURN_IF_ERROR(add(id));
+        } else {
+            OMNI_RETURN_IF_ERROR(add(*eos));
+        }
+    }
+    return out;
+}
+
+Result<std::int64_t> positive_arg(const pipeline::StageContext& context, std::string_view key,
+                                  std::int64_t fallback) {
+    OMNI_TRY(std::int64_t value, pipeline::int_arg(context, key, fallback));
+    if (value <= 0) {
+        return fail(invalid("stage '" + context.stage_name + "': arg '" + std::string(key) +
+                            "' must be positive, got " + std::to_string(value)));
+    }
+    return value;
+}
+
+}  // namespace
+
+Result<std::vector<std::int32_t>> qwen3_prompt_ids(const OmniRequest& request,
+                                                   const text::Tokenizer& tokenizer,
+                                                   bool enable_thinking) {
+    std::string prompt;
+    if (const Value* messages = request.inputs.find("messages"); messages && !messages->is_null()) {
+        const List* list = messages->if_list();
+        if (list == nullptr || list->empty()) {
+            return fail(invalid("inputs.messages must be a non-empty list"));
+        }
+        OMNI_TRY(std::vector<text::ChatMessage> chat, chat_messages(*list));
+        auto rendered = text::format_chat(chat, /*add_generation_prompt=*/true,
+                                          {.enable_thinking = enable_thinking});
+        if (!rendered) return fail(invalid(rendered.error().message));
+        prompt = std::move(*rendered);
+    } else if (const Value* text = request.inputs.find("prompt"); text && text->is_string()) {
+        prompt = text->as_string();
+    } else {
+        return fail(invalid("the request has no data.input_ids, inputs.messages or inputs.prompt"));
+    }
+    auto ids = tokenizer.encode(prompt, text::EncodeOptions{});
+    if (!ids)
+        return fail(
+            ids.error().with_context(std::string(kFactoryName) + ": tokenizing the prompt"));
+    return std::vector<std::int32_t>(ids->begin(), ids->end());
+}
+
+Result<std::unique_ptr<pipeline::Scheduler>> make_thinker_stage(
+    const pipeline::StageContext& context) {
+    const std::string who = "stage '" + context.stage_name + "'";
+    OMNI_TRY(std::string model_path, pipeline::string_arg(context, "model_path", ""));
+    if (model_path.empty()) return fail(invalid(who + ": arg 'model_path' is required"));
+    OMNI_TRY(std::string dtype_name, pipeline::string_arg(context, "dtype", "float32"));
+    OMNI_TRY(at::ScalarType dtype, parse_model_dtype(dtype_name));
+    OMNI_TRY(std::int64_t block_size, positive_arg(context, "block_size", 16));
+    OMNI_TRY(std::int64_t max_total_tokens, positive_arg(context, "max_total_tokens", 16384));
+    OMNI_TRY(std::int64_t max_running, positive_arg(context, "max_running_requests", 256));
+    OMNI_TRY(std::int64_t max_prefill, positive_arg(context, "max_prefill_tokens", 2048));
+    OMNI_TRY(bool prefix_cache, pipeline::bool_arg(context, "enable_prefix_cache", true));
+    OMNI_TRY(bool enable_thinking, pipeline::bool_arg(context, "enable_thinking", true));
+    OMNI_TRY(bool stream_hidden, pipeline::bool_arg(context, "stream_hidden", false));
+    OMNI_TRY(std::int64_t seed, pipeline::int_arg(context, "seed", 0));
+    if (block_size > 1024 || max_total_tokens < block_size) {
+        return fail(invalid(who + ": arg 'block_size' must be at most 1024 and at most "
+                                  "max_total_tokens"));
+    }
+
+    const std::filesystem::path directory(model_path);
+    OMNI_TRY(auto checkpoint, checkpoint::Checkpoint::open(directory));
+    OMNI_TRY(Qwen3Config config, parse_qwen3_config(checkpoint->config()));
+    OMNI_TRY(GenerationDefaults defaults, generation_defaults(directory, config));
+    OMNI_TRY(std::unique_ptr<text::Tokenizer> owned_tokenizer,
+             text::Tokenizer::from_file((directory / "tokenizer.json").string()));
+    std::shared_ptr<const text::Tokenizer> tokenizer = std::move(owned_tokenizer);
+    const checkpoint::Checkpoint& weights = *checkpoint;
+    OMNI_TRY(std::unique_ptr<Qwen3Model> model,
+             Qwen3Model::create(
+                 config, [&weights](const std::string& name) { return weights.tensor(name); },
+                 Qwen3ModelOptions{.dtype = dtype,
+                                   .device = torch_bridge::to_torch_device(context.device)}));
+
+    const auto tokenizer_size = static_cast<std::int64_t>(tokenizer->vocab_size());
+    engine::ArSchedulerOptions options{
+        .stage_name = context.stage_name,
+        .num_kv_blocks = max_total_tokens / block_size,
+        .block_size = static_cast<std::int32_t>(block_size),
+        .device = context.device,
+        .max_running_requests = max_running,
+        .max_prefill_tokens = max_prefill,
+        .enable_prefix_cache = prefix_cache,
+        .default_sampling = defaults.sampling,
+        .eos_token_ids = defaults.eos_token_ids,
+        // Special tokens (<|im_end|>, pads) and ids past the tokenizer (the embedding is padded)
+        // add no text.
+        .detokenize = [tokenizer, tokenizer_size](std::int32_t id, std::string& out) -> Status {
+            if (id >= tokenizer_size || tokenizer->is_special(id) || !tokenizer->id_to_token(id)) {
+                return ok_status();
+            }
+            return tokenizer->append_token_bytes(id, out);
+        },
+        .prepare_input =
+            [tokenizer, enable_thinking](const StagePayload& payload) {
+                return qwen3_prompt_ids(payload.request, *tokenizer, enable_thinking);
+            },
+        .stream_targets = context.stream_to,
+        .stream_hidden = stream_hidden,
+        .seed = static_cast<std::uint64_t>(seed),
+        .tracer = context.tracer};
+    OMNI_TRY(auto scheduler, engine::ArScheduler::create(std::move(options), std::move(model)));
+    return std::unique_ptr<pipeline::Scheduler>(std::move(scheduler));
+}
+
+Status register_qwen3_stages(Registry& registry) {
+    Status added = pipeline::register_stage_factory(
+        std::string(kFactoryName), make_thinker_stage,
+        "Qwen3 text model on the AR engine: chat prompts tokenized, text streamed; data = {text, "
+        "finish_reason, usage, output_ids}",
+        {"model_path", "gpu_id"}, registry);
+    if (!added && added.error().code != ErrorCode::already_exists) return added;
+    return ok_status();
+}
+
+}  // namespace omnirt::models::qwen3

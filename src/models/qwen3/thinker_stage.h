@@ -1,0 +1,56 @@
+#pragma once
+// The `qwen3.thinker` stage factory: a Qwen3 / Qwen3-MoE text model (Qwen3Model) behind the AR
+// engine (engine::ArScheduler), with the checkpoint's tokenizer for chat prompts and streamed
+// text. One stage answers OpenAI chat requests end to end (docs/engine.md, "qwen3.thinker").
+//
+// factory_args (model_path is required; runtime prep injects the pipeline's model_path):
+//   model_path            checkpoint directory: config.json, weights, tokenizer.json, and
+//                         optionally generation_config.json
+//   dtype                 "float32" (default), "bfloat16" or "float16": weights, activations, KV
+//   block_size            KV block size (16)
+//   max_total_tokens      KV cache positions (16384), rounded down to whole blocks
+//   max_running_requests  256
+//   max_prefill_tokens    prompt positions per step (2048)
+//   enable_prefix_cache   true
+//   enable_thinking       true (false renders Qwen3's empty <think></think> block)
+//   stream_hidden         false (last hidden state in the chunks to stream_to stages)
+//   seed                  seeds unseeded requests (0 = random)
+//
+// Input: data.input_ids (a preprocessing stage's), or else request.inputs.messages (rendered with
+// the Qwen3 ChatML template and tokenized; text parts only: media needs the Qwen3-Omni encoders)
+// or request.inputs.prompt (a string, tokenized as it is). Output: the ArScheduler's chunks and
+// result ({"text", "finish_reason", "usage", "output_ids"}). Sampling defaults (temperature,
+// top_p, top_k, repetition_penalty) and EOS ids come from generation_config.json (EOS from
+// config.json without it), overridable per request (sampling_params.h).
+//
+// Thread safety: the factory may run on any thread; the scheduler it returns is an ArScheduler.
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/error.h"
+#include "core/registry.h"
+#include "core/request.h"
+#include "pipeline/scheduler.h"
+#include "pipeline/stage_factory.h"
+
+namespace omnirt::text {
+class Tokenizer;
+}
+
+namespace omnirt::models::qwen3 {
+
+// Registers `qwen3.thinker` (FunctionKind::factory). Idempotent: an existing entry is kept.
+[[nodiscard]] Status register_qwen3_stages(Registry& registry = Registry::global());
+
+[[nodiscard]] Result<std::unique_ptr<pipeline::Scheduler>> make_thinker_stage(
+    const pipeline::StageContext& context);
+
+// The prompt of a request without data.input_ids: inputs.messages rendered with the generation
+// prompt, or inputs.prompt, tokenized (special tokens of the rendering match). invalid_argument
+// naming the field for a malformed request; unimplemented for media parts.
+[[nodiscard]] Result<std::vector<std::int32_t>> qwen3_prompt_ids(const OmniRequest& request,
+                                                                 const text::Tokenizer& tokenizer,
+                                                                 bool enable_thinking);
+
+}  // namespace omnirt::models::qwen3
