@@ -1,5 +1,6 @@
 // What the ArScheduler puts into its outbox: stream chunks, results and errors.
 #include <ATen/core/Tensor.h>
+#include <c10/util/Exception.h>
 #include <spdlog/spdlog.h>
 
 #include <utility>
@@ -12,8 +13,13 @@ namespace {
 
 // A host float32 copy of one hidden-state row, as a Value. Null when it cannot be converted.
 Value hidden_value(const at::Tensor& row) {
-    const at::Tensor host =
-        row.to(at::kCPU, at::kFloat, /*non_blocking=*/false, /*copy=*/true).contiguous();
+    at::Tensor host;
+    try {
+        host = row.to(at::kCPU, at::kFloat, /*non_blocking=*/false, /*copy=*/true).contiguous();
+    } catch (const c10::Error& error) {
+        spdlog::warn("AR scheduler: dropping a hidden state: {}", error.what_without_backtrace());
+        return Value();
+    }
     Result<Tensor> converted = torch_bridge::from_torch(host);
     if (!converted) {
         spdlog::warn("AR scheduler: dropping a hidden state: {}", converted.error().to_string());

@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <exception>
 #include <limits>
 #include <random>
 #include <utility>
@@ -229,7 +230,25 @@ void ArScheduler::engine_loop() {
         apply_aborts();
         sweep();
         if (stopping_.load()) break;
-        if (!sequences_.empty()) step();
+        if (!sequences_.empty()) {
+            try {
+                step();
+            } catch (const std::exception& error) {
+                // A bug or an exhausted machine (bad_alloc): the requests of the batch fail, the
+                // engine goes on.
+                spdlog::error("stage '{}': engine step failed: {}", options_.stage_name,
+                              error.what());
+                for (ArSequence* sequence : std::vector<ArSequence*>(running_)) {
+                    if (sequence->status_ == SequenceStatus::running) {
+                        fail_sequence(*sequence,
+                                      Error{ErrorCode::internal,
+                                            "stage '" + options_.stage_name +
+                                                "': engine step failed: " + error.what()});
+                    }
+                }
+                sweep();
+            }
+        }
         publish_stats(/*idle=*/false);
     }
     release_everything();

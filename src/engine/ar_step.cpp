@@ -149,11 +149,12 @@ std::vector<ArScheduler::Scheduled> ArScheduler::schedule() {
 }
 
 void ArScheduler::step() {
+    const std::uint64_t preemptions = counters_.preemptions;
     std::vector<Scheduled> plan = schedule();
     if (plan.empty()) {
-        // Cannot happen while the admission checks hold (a request alone always fits); fail the
-        // head of the queue rather than spin.
-        if (running_.empty() && !waiting_.empty()) {
+        // After a preemption the next step admits again. Otherwise this cannot happen while the
+        // admission checks hold (a request alone always fits): fail the head rather than spin.
+        if (running_.empty() && !waiting_.empty() && counters_.preemptions == preemptions) {
             fail_sequence(*waiting_.front(),
                           Error{ErrorCode::internal, "the request could not be scheduled"});
             sweep();
