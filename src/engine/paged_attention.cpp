@@ -6,9 +6,12 @@
 #include <c10/util/Half.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 namespace omnirt::engine {
@@ -40,140 +43,258 @@ at::Tensor slot_indices(const SequenceInput& sequence, std::int64_t length,
     return at::tensor(slots, at::kLong);
 }
 
-// Element reads and writes of the cache dtypes as float.
-template <class T>
-inline float to_float(T value) {
-    return static_cast<float>(value);
-}
-template <class T>
-inline T from_float(float value) {
-    return static_cast<T>(value);
+// Up to this many query rows of one sequence share a pass over its keys and values.
+constexpr std::int64_t kQueryTile = 8;
+
+// The kernel is compiled twice on x86-64 GCC: for AVX2 + FMA (x86-64-v3, picked at load time
+// where the CPU has it) and for the baseline. The helpers are force-inlined into both.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define OMNIRT_KERNEL_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+#pragma GCC diagnostic ignored "-Wpsabi"  // Float8 values never cross a non-inlined call
+#else
+#define OMNIRT_KERNEL_CLONES
+#endif
+#define OMNIRT_INLINE [[gnu::always_inline]] inline
+
+// Eight floats as one GCC / Clang vector: lowered to whatever SIMD the target has (two SSE
+// registers on baseline x86-64, one AVX register where enabled, NEON pairs on ARM).
+using Float8 = float __attribute__((vector_size(32)));
+
+OMNIRT_INLINE Float8 load8(const float* source) {
+    Float8 v;
+    std::memcpy(&v, source, sizeof v);
+    return v;
 }
 
-// a . b over `size` elements; 16 independent partial sums so the compiler vectorizes the loop.
-template <class T>
-inline float dot(const float* a, const T* b, std::int64_t size) {
-    constexpr int kLanes = 16;
-    float partial[kLanes] = {};
+OMNIRT_INLINE void store8(float* destination, Float8 v) { std::memcpy(destination, &v, sizeof v); }
+
+// a . b over `size` elements.
+OMNIRT_INLINE float dot(const float* a, const float* b, std::int64_t size) {
+    Float8 first = {};
+    Float8 second = {};
     std::int64_t i = 0;
-    for (; i + kLanes <= size; i += kLanes) {
-        for (int lane = 0; lane < kLanes; ++lane) {
-            partial[lane] += a[i + lane] * to_float(b[i + lane]);
-        }
+    for (; i + 16 <= size; i += 16) {
+        first += load8(a + i) * load8(b + i);
+        second += load8(a + i + 8) * load8(b + i + 8);
     }
-    float sum = 0.0f;
-    for (; i < size; ++i) sum += a[i] * to_float(b[i]);
-    for (int lane = 0; lane < kLanes; ++lane) sum += partial[lane];
+    for (; i + 8 <= size; i += 8) first += load8(a + i) * load8(b + i);
+    const Float8 both = first + second;
+    float sum =
+        ((both[0] + both[1]) + (both[2] + both[3])) + ((both[4] + both[5]) + (both[6] + both[7]));
+    for (; i < size; ++i) sum += a[i] * b[i];
     return sum;
 }
 
-// accumulator += weight * v over `size` elements.
-template <class T>
-inline void axpy(float* accumulator, float weight, const T* v, std::int64_t size) {
-    for (std::int64_t i = 0; i < size; ++i) accumulator[i] += weight * to_float(v[i]);
+// accumulator = accumulator * scale + weight * v over `size` elements.
+OMNIRT_INLINE void scale_add(float* accumulator, float scale, float weight, const float* v,
+                             std::int64_t size) {
+    std::int64_t i = 0;
+    for (; i + 8 <= size; i += 8) {
+        store8(accumulator + i, load8(accumulator + i) * scale + load8(v + i) * weight);
+    }
+    for (; i < size; ++i) accumulator[i] = accumulator[i] * scale + weight * v[i];
 }
 
-// Where each query row comes from.
-struct RowSource {
+// One unit of work: rows [first_row, first_row + count) of the query, all of one sequence.
+struct QueryTile {
     const SequenceInput* sequence;
-    std::int64_t position;
+    std::int64_t first_row;
+    std::int64_t first_position;  // position of first_row
+    std::int64_t count;
 };
+
+struct KernelShape {
+    std::int64_t heads;
+    std::int64_t kv_heads;
+    std::int64_t group;
+    std::int64_t head_dim;
+    std::int64_t block_size;
+};
+
+// Flash-attention style pass over the blocks of one tile: per block, the scores of every
+// (row, head) with the keys of the block, an online-softmax update of the running maximum and
+// normalizer, and the weighted values added to float32 accumulators. Keys and values of a block
+// are read once per tile (converted to float32 once when stored narrower).
+// float32 copies of `count` cache elements (bfloat16 widens by a shift, which vectorizes).
+template <class T>
+OMNIRT_INLINE void widen(const T* source, float* destination, std::int64_t count) {
+    if constexpr (std::is_same_v<T, c10::BFloat16>) {
+        using UInt16x8 = std::uint16_t __attribute__((vector_size(16)));
+        using UInt32x8 = std::uint32_t __attribute__((vector_size(32)));
+        std::int64_t i = 0;
+        for (; i + 8 <= count; i += 8) {
+            UInt16x8 bits;
+            std::memcpy(&bits, source + i, sizeof bits);
+            const UInt32x8 wide = __builtin_convertvector(bits, UInt32x8) << 16;
+            std::memcpy(destination + i, &wide, sizeof wide);
+        }
+        for (; i < count; ++i) destination[i] = static_cast<float>(source[i]);
+    } else {
+        for (std::int64_t i = 0; i < count; ++i) destination[i] = static_cast<float>(source[i]);
+    }
+}
+
+template <class T>
+OMNIRT_INLINE void attend_tile(const QueryTile& tile, const KernelShape& shape, const T* query,
+                               const T* keys, const T* values, double scale, T* output,
+                               std::vector<float>& scratch) {
+    const std::int64_t heads = shape.heads;
+    const std::int64_t d = shape.head_dim;
+    const std::int64_t block_size = shape.block_size;
+    const std::int64_t slot_width = shape.kv_heads * d;  // elements of one position
+    const std::int64_t rows = tile.count;
+    const std::int64_t row_width = heads * d;
+    // Scratch: queries, accumulators [rows * heads * d], scores [rows * heads * block_size],
+    // maxima and normalizers [rows * heads], and one block of keys and values as float32.
+    const std::int64_t block_floats = std::is_same_v<T, float> ? 0 : block_size * slot_width;
+    scratch.resize(static_cast<std::size_t>(2 * rows * row_width + rows * heads * block_size +
+                                            2 * rows * heads + 2 * block_floats));
+    float* q = scratch.data();
+    float* accumulators = q + rows * row_width;
+    float* scores = accumulators + rows * row_width;
+    float* maxima = scores + rows * heads * block_size;
+    float* normalizers = maxima + rows * heads;
+    float* block_keys = normalizers + rows * heads;
+    float* block_values = block_keys + block_floats;
+
+    const auto scale_f = static_cast<float>(scale);
+    for (std::int64_t i = 0; i < rows * row_width; ++i) {
+        q[i] = static_cast<float>(query[tile.first_row * row_width + i]) * scale_f;
+        accumulators[i] = 0.0f;
+    }
+    for (std::int64_t i = 0; i < rows * heads; ++i) {
+        maxima[i] = -std::numeric_limits<float>::infinity();
+        normalizers[i] = 0.0f;
+    }
+    const std::int64_t length = tile.first_position + rows;  // keys the last row sees
+    const std::int64_t block_stride = block_size * slot_width;
+    for (std::int64_t first = 0; first < length; first += block_size) {
+        const std::int64_t block =
+            tile.sequence->block_table[static_cast<std::size_t>(first / block_size)];
+        const std::int64_t count = std::min(block_size, length - first);
+        const float* k;
+        const float* v;
+        if constexpr (std::is_same_v<T, float>) {
+            k = keys + block * block_stride;
+            v = values + block * block_stride;
+        } else {
+            const T* k_source = keys + block * block_stride;
+            const T* v_source = values + block * block_stride;
+            widen(k_source, block_keys, count * slot_width);
+            widen(v_source, block_values, count * slot_width);
+            k = block_keys;
+            v = block_values;
+        }
+        for (std::int64_t r = 0; r < rows; ++r) {
+            // Causal: row r (position first_position + r) sees positions <= its own.
+            const std::int64_t visible = std::min(count, tile.first_position + r - first + 1);
+            if (visible <= 0) continue;
+            for (std::int64_t h = 0; h < heads; ++h) {
+                const float* q_head = q + r * row_width + h * d;
+                const float* k_head = k + (h / shape.group) * d;
+                float* s = scores + (r * heads + h) * block_size;
+                float block_max = -std::numeric_limits<float>::infinity();
+                for (std::int64_t slot = 0; slot < visible; ++slot) {
+                    s[slot] = dot(q_head, k_head + slot * slot_width, d);
+                    block_max = std::max(block_max, s[slot]);
+                }
+                const std::int64_t state = r * heads + h;
+                const float new_max = std::max(maxima[state], block_max);
+                const float correction = std::exp(maxima[state] - new_max);  // 0 at the start
+                maxima[state] = new_max;
+                float sum = 0.0f;
+                for (std::int64_t slot = 0; slot < visible; ++slot) {
+                    s[slot] = std::exp(s[slot] - new_max);
+                    sum += s[slot];
+                }
+                normalizers[state] = normalizers[state] * correction + sum;
+                float* accumulator = accumulators + r * row_width + h * d;
+                const float* v_head = v + (h / shape.group) * d;
+                scale_add(accumulator, correction, s[0], v_head, d);
+                for (std::int64_t slot = 1; slot < visible; ++slot) {
+                    scale_add(accumulator, 1.0f, s[slot], v_head + slot * slot_width, d);
+                }
+            }
+        }
+    }
+    for (std::int64_t r = 0; r < rows; ++r) {
+        for (std::int64_t h = 0; h < heads; ++h) {
+            const float inverse = 1.0f / normalizers[r * heads + h];
+            const float* accumulator = accumulators + r * row_width + h * d;
+            T* out = output + (tile.first_row + r) * row_width + h * d;
+            for (std::int64_t i = 0; i < d; ++i) out[i] = static_cast<T>(accumulator[i] * inverse);
+        }
+    }
+}
+
+// One entry point per dtype so that each gets its target clones.
+OMNIRT_KERNEL_CLONES void attend_tile_float(const QueryTile& tile, const KernelShape& shape,
+                                            const float* query, const float* keys,
+                                            const float* values, double scale, float* output,
+                                            std::vector<float>& scratch) {
+    attend_tile(tile, shape, query, keys, values, scale, output, scratch);
+}
+OMNIRT_KERNEL_CLONES void attend_tile_bfloat16(const QueryTile& tile, const KernelShape& shape,
+                                               const c10::BFloat16* query,
+                                               const c10::BFloat16* keys,
+                                               const c10::BFloat16* values, double scale,
+                                               c10::BFloat16* output, std::vector<float>& scratch) {
+    attend_tile(tile, shape, query, keys, values, scale, output, scratch);
+}
+OMNIRT_KERNEL_CLONES void attend_tile_half(const QueryTile& tile, const KernelShape& shape,
+                                           const c10::Half* query, const c10::Half* keys,
+                                           const c10::Half* values, double scale, c10::Half* output,
+                                           std::vector<float>& scratch) {
+    attend_tile(tile, shape, query, keys, values, scale, output, scratch);
+}
+void attend_tile_any(const QueryTile& tile, const KernelShape& shape, const float* query,
+                     const float* keys, const float* values, double scale, float* output,
+                     std::vector<float>& scratch) {
+    attend_tile_float(tile, shape, query, keys, values, scale, output, scratch);
+}
+void attend_tile_any(const QueryTile& tile, const KernelShape& shape, const c10::BFloat16* query,
+                     const c10::BFloat16* keys, const c10::BFloat16* values, double scale,
+                     c10::BFloat16* output, std::vector<float>& scratch) {
+    attend_tile_bfloat16(tile, shape, query, keys, values, scale, output, scratch);
+}
+void attend_tile_any(const QueryTile& tile, const KernelShape& shape, const c10::Half* query,
+                     const c10::Half* keys, const c10::Half* values, double scale,
+                     c10::Half* output, std::vector<float>& scratch) {
+    attend_tile_half(tile, shape, query, keys, values, scale, output, scratch);
+}
 
 template <class T>
 void attention_cpu_kernel(const at::Tensor& query, const at::Tensor& keys, const at::Tensor& values,
                           std::span<const SequenceInput> batch, double scale, at::Tensor& output) {
-    const std::int64_t num_heads = query.size(1);
-    const std::int64_t head_dim = query.size(2);
-    const std::int64_t block_size = keys.size(1);
-    const std::int64_t num_kv_heads = keys.size(2);
-    const std::int64_t group = num_heads / num_kv_heads;
-    const std::int64_t slot_stride = num_kv_heads * head_dim;  // elements between positions
-    const std::int64_t block_stride = block_size * slot_stride;
-
-    std::vector<RowSource> rows;
-    rows.reserve(static_cast<std::size_t>(query.size(0)));
+    KernelShape shape{.heads = query.size(1),
+                      .kv_heads = keys.size(2),
+                      .group = query.size(1) / keys.size(2),
+                      .head_dim = query.size(2),
+                      .block_size = keys.size(1)};
+    std::vector<QueryTile> tiles;
+    std::int64_t row = 0;
     for (const SequenceInput& sequence : batch) {
-        for (std::size_t i = 0; i < sequence.tokens.size(); ++i) {
-            rows.push_back({&sequence, sequence.start_position + static_cast<std::int64_t>(i)});
+        const auto count = static_cast<std::int64_t>(sequence.tokens.size());
+        for (std::int64_t first = 0; first < count; first += kQueryTile) {
+            tiles.push_back({.sequence = &sequence,
+                             .first_row = row + first,
+                             .first_position = sequence.start_position + first,
+                             .count = std::min(kQueryTile, count - first)});
         }
+        row += count;
     }
-
     const T* query_data = query.data_ptr<T>();
     const T* key_data = keys.data_ptr<T>();
     const T* value_data = values.data_ptr<T>();
     T* output_data = output.data_ptr<T>();
-    const float scale_f = static_cast<float>(scale);
-    const auto num_items = static_cast<std::int64_t>(rows.size()) * num_kv_heads;
-
-    at::parallel_for(0, num_items, 1, [&](std::int64_t begin, std::int64_t end) {
-        std::vector<float> queries(static_cast<std::size_t>(group * head_dim));
-        std::vector<float> accumulators(static_cast<std::size_t>(group * head_dim));
-        std::vector<float> scores;
-        for (std::int64_t item = begin; item < end; ++item) {
-            const RowSource& row = rows[static_cast<std::size_t>(item / num_kv_heads)];
-            const std::int64_t kv_head = item % num_kv_heads;
-            const std::int64_t length = row.position + 1;
-            const std::int64_t row_index = item / num_kv_heads;
-            const T* row_query = query_data + (row_index * num_heads + kv_head * group) * head_dim;
-            for (std::int64_t i = 0; i < group * head_dim; ++i) {
-                queries[static_cast<std::size_t>(i)] = to_float(row_query[i]) * scale_f;
-            }
-            scores.resize(static_cast<std::size_t>(group * length));
-            // Scores, block by block: scores[h * length + position].
-            const std::vector<std::int32_t>& table = row.sequence->block_table;
-            for (std::int64_t first = 0; first < length; first += block_size) {
-                const std::int64_t block = table[static_cast<std::size_t>(first / block_size)];
-                const std::int64_t count = std::min(block_size, length - first);
-                const T* block_keys = key_data + block * block_stride + kv_head * head_dim;
-                for (std::int64_t slot = 0; slot < count; ++slot) {
-                    const T* key = block_keys + slot * slot_stride;
-                    for (std::int64_t h = 0; h < group; ++h) {
-                        scores[static_cast<std::size_t>(h * length + first + slot)] =
-                            dot(queries.data() + h * head_dim, key, head_dim);
-                    }
-                }
-            }
-            // Softmax per head (max-subtracted; the normalizer is applied at the end).
-            float normalizers[64];
-            std::vector<float> many_normalizers;
-            float* normalizer = normalizers;
-            if (group > 64) {
-                many_normalizers.resize(static_cast<std::size_t>(group));
-                normalizer = many_normalizers.data();
-            }
-            for (std::int64_t h = 0; h < group; ++h) {
-                float* head_scores = scores.data() + h * length;
-                const float maximum = *std::max_element(head_scores, head_scores + length);
-                float sum = 0.0f;
-                for (std::int64_t p = 0; p < length; ++p) {
-                    head_scores[p] = std::exp(head_scores[p] - maximum);
-                    sum += head_scores[p];
-                }
-                normalizer[h] = 1.0f / sum;
-            }
-            std::fill(accumulators.begin(), accumulators.end(), 0.0f);
-            for (std::int64_t first = 0; first < length; first += block_size) {
-                const std::int64_t block = table[static_cast<std::size_t>(first / block_size)];
-                const std::int64_t count = std::min(block_size, length - first);
-                const T* block_values = value_data + block * block_stride + kv_head * head_dim;
-                for (std::int64_t slot = 0; slot < count; ++slot) {
-                    const T* value = block_values + slot * slot_stride;
-                    for (std::int64_t h = 0; h < group; ++h) {
-                        axpy(accumulators.data() + h * head_dim,
-                             scores[static_cast<std::size_t>(h * length + first + slot)], value,
-                             head_dim);
-                    }
-                }
-            }
-            T* row_output = output_data + (row_index * num_heads + kv_head * group) * head_dim;
-            for (std::int64_t h = 0; h < group; ++h) {
-                for (std::int64_t i = 0; i < head_dim; ++i) {
-                    row_output[h * head_dim + i] = from_float<T>(
-                        accumulators[static_cast<std::size_t>(h * head_dim + i)] * normalizer[h]);
-                }
-            }
-        }
-    });
+    at::parallel_for(0, static_cast<std::int64_t>(tiles.size()), 1,
+                     [&](std::int64_t begin, std::int64_t end) {
+                         std::vector<float> scratch;
+                         for (std::int64_t i = begin; i < end; ++i) {
+                             attend_tile_any(tiles[static_cast<std::size_t>(i)], shape, query_data,
+                                             key_data, value_data, scale, output_data, scratch);
+                         }
+                     });
 }
 
 }  // namespace

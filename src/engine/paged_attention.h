@@ -37,9 +37,10 @@ namespace omnirt::engine {
                                                    std::span<const SequenceInput> batch,
                                                    double scale);
 
-// The CPU kernel: reads keys and values in place from their blocks (no gather copy), one task
-// per (sequence, token, kv head) on the intra-op thread pool. CPU tensors of float32, bfloat16
-// or float16 only (aborts otherwise).
+// The CPU kernel: reads keys and values in place from their blocks (no gather copy), block by
+// block with an online softmax (memory bounded by one block, whatever the context length); one
+// task per tile of up to 8 query rows of a sequence, which share each block read, on the
+// intra-op thread pool. CPU tensors of float32, bfloat16 or float16 only (aborts otherwise).
 [[nodiscard]] at::Tensor paged_attention_cpu(const at::Tensor& query, const at::Tensor& keys,
                                              const at::Tensor& values,
                                              std::span<const SequenceInput> batch, double scale);

@@ -311,6 +311,14 @@ TEST(Qwen3ModelErrors, SlidingWindowAndOtherActivationsAreUnimplemented) {
     EXPECT_EQ(model.error().code, ErrorCode::unimplemented);
 }
 
+TEST(Qwen3ModelErrors, Float16OnTheCpuIsUnimplemented) {
+    const Qwen3Config config = tiny_config();
+    const auto weights = random_weights(config, 1);
+    auto model = Qwen3Model::create(config, testing::lookup_of(weights), {.dtype = at::kHalf});
+    ASSERT_FALSE(model.has_value());
+    EXPECT_EQ(model.error().code, ErrorCode::unimplemented);
+}
+
 TEST(Qwen3Model, AttentionBiasIsApplied) {
     Qwen3Config config = tiny_config();
     config.attention_bias = true;

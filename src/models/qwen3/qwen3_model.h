@@ -36,7 +36,8 @@
 namespace omnirt::models::qwen3 {
 
 struct Qwen3ModelOptions {
-    at::ScalarType dtype = at::kFloat;  // weights, activations and KV cache: f32, bf16 or f16
+    // Weights, activations and KV cache: float32, bfloat16, or float16 (CUDA only).
+    at::ScalarType dtype = at::kFloat;
     at::Device device = at::kCPU;
     std::string weight_prefix;  // "thinker." for Qwen3-Omni's thinker
     // Position encoding; null: DefaultRotaryEmbedding(head_dim, rope_theta). M-RoPE plugs in here.

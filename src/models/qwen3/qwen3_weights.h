@@ -68,7 +68,7 @@ struct Qwen3Weights {
 };
 
 struct Qwen3WeightOptions {
-    at::ScalarType dtype = at::kFloat;  // float32, bfloat16 or float16
+    at::ScalarType dtype = at::kFloat;  // float32, bfloat16, or float16 (CUDA only)
     at::Device device = at::kCPU;
     std::string prefix;  // put before every name ("thinker." for Qwen3-Omni's thinker)
 };
