@@ -14,6 +14,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "engine/cpu_vector.h"
+
 namespace omnirt::engine {
 namespace {
 
@@ -46,27 +48,9 @@ at::Tensor slot_indices(const SequenceInput& sequence, std::int64_t length,
 // Up to this many query rows of one sequence share a pass over its keys and values.
 constexpr std::int64_t kQueryTile = 8;
 
-// The kernel is compiled twice on x86-64 GCC: for AVX2 + FMA (x86-64-v3, picked at load time
-// where the CPU has it) and for the baseline. The helpers are force-inlined into both.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define OMNIRT_KERNEL_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
-#pragma GCC diagnostic ignored "-Wpsabi"  // Float8 values never cross a non-inlined call
-#else
-#define OMNIRT_KERNEL_CLONES
-#endif
-#define OMNIRT_INLINE [[gnu::always_inline]] inline
-
-// Eight floats as one GCC / Clang vector: lowered to whatever SIMD the target has (two SSE
-// registers on baseline x86-64, one AVX register where enabled, NEON pairs on ARM).
-using Float8 = float __attribute__((vector_size(32)));
-
-OMNIRT_INLINE Float8 load8(const float* source) {
-    Float8 v;
-    std::memcpy(&v, source, sizeof v);
-    return v;
-}
-
-OMNIRT_INLINE void store8(float* destination, Float8 v) { std::memcpy(destination, &v, sizeof v); }
+using cpu::Float8;
+using cpu::load8;
+using cpu::store8;
 
 // a . b over `size` elements.
 OMNIRT_INLINE float dot(const float* a, const float* b, std::int64_t size) {
@@ -78,9 +62,7 @@ OMNIRT_INLINE float dot(const float* a, const float* b, std::int64_t size) {
         second += load8(a + i + 8) * load8(b + i + 8);
     }
     for (; i + 8 <= size; i += 8) first += load8(a + i) * load8(b + i);
-    const Float8 both = first + second;
-    float sum =
-        ((both[0] + both[1]) + (both[2] + both[3])) + ((both[4] + both[5]) + (both[6] + both[7]));
+    float sum = cpu::horizontal_sum(first + second);
     for (; i < size; ++i) sum += a[i] * b[i];
     return sum;
 }
@@ -119,15 +101,8 @@ struct KernelShape {
 template <class T>
 OMNIRT_INLINE void widen(const T* source, float* destination, std::int64_t count) {
     if constexpr (std::is_same_v<T, c10::BFloat16>) {
-        using UInt16x8 = std::uint16_t __attribute__((vector_size(16)));
-        using UInt32x8 = std::uint32_t __attribute__((vector_size(32)));
         std::int64_t i = 0;
-        for (; i + 8 <= count; i += 8) {
-            UInt16x8 bits;
-            std::memcpy(&bits, source + i, sizeof bits);
-            const UInt32x8 wide = __builtin_convertvector(bits, UInt32x8) << 16;
-            std::memcpy(destination + i, &wide, sizeof wide);
-        }
+        for (; i + 8 <= count; i += 8) store8(destination + i, load8(source + i));
         for (; i < count; ++i) destination[i] = static_cast<float>(source[i]);
     } else {
         for (std::int64_t i = 0; i < count; ++i) destination[i] = static_cast<float>(source[i]);

@@ -71,12 +71,21 @@ TEST(Qwen3Layers, RotaryMatchesTheFormula) {
 
 TEST(Qwen3Layers, ProjectMatchesLinearForEveryRowCount) {
     at::manual_seed(3);
-    const at::Tensor weight = at::randn({96, 40});
-    const at::Tensor bias = at::randn({96});
-    for (std::int64_t rows : {1, 2, 4, 5, 17}) {
-        const at::Tensor x = at::randn({rows, 40});
-        expect_close(project(x, weight), at::linear(x, weight), 1e-6);
-        expect_close(project(x, weight, bias), at::linear(x, weight, bias), 1e-6);
+    for (at::ScalarType type : {at::kFloat, at::kBFloat16}) {
+        // 40 inputs: the vectorized GEMV's 16-wide steps and its scalar tail.
+        const at::Tensor weight = at::randn({96, 40}).to(type);
+        const at::Tensor bias = at::randn({96}).to(type);
+        const double tolerance = type == at::kFloat ? 1e-6 : 1e-2;
+        for (std::int64_t rows : {1, 2, 4, 5, 17}) {
+            const at::Tensor x = at::randn({rows, 40}).to(type);
+            const at::Tensor plain = project(x, weight);
+            EXPECT_EQ(plain.scalar_type(), type);
+            // Against float32 math on the same (rounded) values.
+            expect_close(plain, at::linear(x.to(at::kFloat), weight.to(at::kFloat)), tolerance);
+            expect_close(project(x, weight, bias),
+                         at::linear(x.to(at::kFloat), weight.to(at::kFloat), bias.to(at::kFloat)),
+                         tolerance);
+        }
     }
 }
 

@@ -9,11 +9,35 @@
 #include <cstdint>
 #include <vector>
 
+#include "engine/cpu_vector.h"
+
 namespace omnirt::models::qwen3 {
 namespace {
 
-// Up to this many rows, a float32 CPU linear runs one matrix-vector product per row.
+// Up to this many rows, a float32 CPU linear runs one matrix-vector product per row (OpenBLAS'
+// sgemm with a few rows is several times slower than the memory bound).
 constexpr std::int64_t kMaxMatrixVectorRows = 4;
+
+// y[n] = x . weight[n] for rows [begin, end) of a bfloat16 weight, x in float32, float32 sums.
+OMNIRT_KERNEL_CLONES void bfloat16_matrix_vector(const float* x, const c10::BFloat16* weight,
+                                                 std::int64_t in, std::int64_t begin,
+                                                 std::int64_t end, float* y) {
+    using engine::cpu::Float8;
+    using engine::cpu::load8;
+    for (std::int64_t n = begin; n < end; ++n) {
+        const c10::BFloat16* row = weight + n * in;
+        Float8 first = {};
+        Float8 second = {};
+        std::int64_t k = 0;
+        for (; k + 16 <= in; k += 16) {
+            first += load8(x + k) * load8(row + k);
+            second += load8(x + k + 8) * load8(row + k + 8);
+        }
+        float sum = engine::cpu::horizontal_sum(first + second);
+        for (; k < in; ++k) sum += x[k] * static_cast<float>(row[k]);
+        y[n] = sum;
+    }
+}
 
 bool cpu_kernel_dtype(at::ScalarType type) {
     return type == at::kFloat || type == at::kBFloat16 || type == at::kHalf;
@@ -109,6 +133,21 @@ at::Tensor project(const at::Tensor& x, const at::Tensor& weight, const at::Tens
         }
         if (bias.defined()) out.add_(bias);
         return out;
+    }
+    if (x.dim() == 2 && x.size(0) == 1 && x.device().is_cpu() && x.scalar_type() == at::kBFloat16 &&
+        weight.scalar_type() == at::kBFloat16 && weight.is_contiguous()) {
+        // oneDNN's bfloat16 path reads a large weight at about half the memory bandwidth.
+        const at::Tensor x32 = x.to(at::kFloat).contiguous();
+        at::Tensor out = at::empty({1, weight.size(0)}, x32.options());
+        const float* x_data = x32.data_ptr<float>();
+        const c10::BFloat16* w_data = weight.data_ptr<c10::BFloat16>();
+        float* out_data = out.data_ptr<float>();
+        const std::int64_t in = weight.size(1);
+        at::parallel_for(0, weight.size(0), 256, [&](std::int64_t begin, std::int64_t end) {
+            bfloat16_matrix_vector(x_data, w_data, in, begin, end, out_data);
+        });
+        if (bias.defined()) out.add_(bias.to(at::kFloat));
+        return out.to(at::kBFloat16);
     }
     return at::linear(x, weight, bias);
 }

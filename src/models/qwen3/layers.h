@@ -15,8 +15,9 @@
 namespace omnirt::models::qwen3 {
 
 // x [tokens, in] times weight [out, in] transposed, plus bias [out] when defined: [tokens, out].
-// For a few rows of float32 on the CPU it runs one matrix-vector product per row (OpenBLAS'
-// matrix-matrix path is several times slower than the memory bound there).
+// On the CPU, a few rows of float32 run one BLAS matrix-vector product per row and one row of
+// bfloat16 runs a vectorized GEMV with float32 sums (the matrix-matrix paths of OpenBLAS and
+// oneDNN read the weight well below the memory bandwidth there).
 [[nodiscard]] at::Tensor project(const at::Tensor& x, const at::Tensor& weight,
                                  const at::Tensor& bias = {});
 
