@@ -118,6 +118,11 @@ TEST_P(PagedAttention, KernelAndReferenceMatchDenseAttention) {
     EXPECT_EQ(kernel16.scalar_type(), at::kBFloat16);
     EXPECT_TRUE(at::allclose(kernel16.to(at::kFloat), reference16.to(at::kFloat), 2e-2, 2e-2));
     EXPECT_TRUE(at::allclose(kernel16.to(at::kFloat), kernel, 5e-2, 5e-2));
+    const at::Tensor kernel_half =
+        paged_attention_cpu(query.to(at::kHalf), cache.keys(0).to(at::kHalf),
+                            cache.values(0).to(at::kHalf), batch, scale);
+    EXPECT_EQ(kernel_half.scalar_type(), at::kHalf);
+    EXPECT_TRUE(at::allclose(kernel_half.to(at::kFloat), kernel, 1e-2, 1e-2));
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, PagedAttention,

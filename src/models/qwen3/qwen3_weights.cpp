@@ -134,9 +134,10 @@ Result<Qwen3Weights> load_qwen3_weights(const Qwen3Config& config, const WeightL
     }
     if (options.dtype != at::kFloat && options.dtype != at::kBFloat16 &&
         options.dtype != at::kHalf) {
-        return fail(ErrorCode::invalid_argument,
-                    std::string("qwen3: the model dtype must be float32, bfloat16 or float16, not ") +
-                        c10::toString(options.dtype));
+        return fail(
+            ErrorCode::invalid_argument,
+            std::string("qwen3: the model dtype must be float32, bfloat16 or float16, not ") +
+                c10::toString(options.dtype));
     }
     if (options.dtype == at::kHalf && options.device.is_cpu()) {
         return fail(ErrorCode::unimplemented,
