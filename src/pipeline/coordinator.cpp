@@ -119,6 +119,24 @@ Status CoordinatorCore::wait_for_stages(std::size_t stage_count, Duration timeou
     return {};
 }
 
+Status CoordinatorCore::wait_for_heartbeats(Duration timeout) {
+    std::unique_lock lock(mutex_);
+    auto missing = [&] {
+        std::vector<std::string> names;
+        for (const auto& [stage, record] : stages_) {
+            if (!record.last_seen) names.push_back(stage);
+        }
+        return names;
+    };
+    bool all_seen =
+        heartbeat_seen_.wait_for(lock, timeout, [&] { return stopped_ || missing().empty(); });
+    if (stopped_) return fail(ErrorCode::unavailable, "coordinator stopped");
+    if (all_seen) return {};
+    std::string names;
+    for (const auto& name : missing()) names += (names.empty() ? "'" : ", '") + name + "'";
+    return fail(ErrorCode::deadline_exceeded, "coordinator: no heartbeat yet from " + names);
+}
+
 Status CoordinatorCore::send_to_every_stage(const proto::ControlMessage& message) {
     {
         std::lock_guard lock(mutex_);
@@ -191,6 +209,7 @@ void CoordinatorCore::stop() {
         if (stopped_) return;
         stopped_ = true;
         was_started = started_;
+        heartbeat_seen_.notify_all();
         live = detach_all_locked(RequestState::failed);
     }
     timer_wake_.notify_all();
@@ -228,6 +247,10 @@ Status Coordinator::start() { return state_->core->start(); }
 
 Status Coordinator::wait_for_stages(std::size_t stage_count, Duration timeout) {
     return state_->core->wait_for_stages(stage_count, timeout);
+}
+
+Status Coordinator::wait_for_heartbeats(Duration timeout) {
+    return state_->core->wait_for_heartbeats(timeout);
 }
 
 Status Coordinator::abort(const std::string& request_id, const std::string& reason) {

@@ -114,6 +114,9 @@ class Coordinator {
     // Blocks until `stage_count` stages subscribed to the abort broadcast (so an abort sent
     // right after start-up reaches them all). deadline_exceeded otherwise.
     [[nodiscard]] Status wait_for_stages(std::size_t stage_count, Duration timeout);
+    // Blocks until every stage has sent its first heartbeat (so health() reports it alive).
+    // deadline_exceeded naming the silent stages; unavailable once stopped.
+    [[nodiscard]] Status wait_for_heartbeats(Duration timeout);
 
     // Accepts a request and sends it to the entry stage. Fails (callback never called) with
     // already_exists for a live duplicate id, invalid_argument for an empty id, unavailable when

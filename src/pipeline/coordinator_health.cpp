@@ -16,6 +16,7 @@ void CoordinatorCore::on_heartbeat(const proto::HeartbeatMessage& message) {
         return;
     }
     StageRecord& record = it->second;
+    if (!record.last_seen) heartbeat_seen_.notify_all();
     record.last_seen = SteadyClock::now();
     record.pid = message.pid;
     record.queue_depth = message.queue_depth;

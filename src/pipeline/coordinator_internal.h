@@ -75,6 +75,7 @@ class CoordinatorCore {
 
     [[nodiscard]] Status start();
     [[nodiscard]] Status wait_for_stages(std::size_t stage_count, Duration timeout);
+    [[nodiscard]] Status wait_for_heartbeats(Duration timeout);
 
     // `entry` is fresh with its callback set (the callback may hold a weak_ptr to it). On
     // success the request is live (or already ended: its callback ran); on failure the callback
@@ -133,6 +134,7 @@ class CoordinatorCore {
 
     mutable std::mutex mutex_;
     std::condition_variable timer_wake_;
+    std::condition_variable heartbeat_seen_;  // a stage's first heartbeat, or stop
     std::unordered_map<std::string, std::shared_ptr<RequestEntry>> requests_;
     std::set<std::pair<SteadyClock::time_point, RequestEntry*>> deadlines_;
     std::map<std::string, StageRecord> stages_;  // one per stage endpoint

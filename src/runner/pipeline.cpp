@@ -180,6 +180,12 @@ Result<std::unique_ptr<Pipeline>> Pipeline::start(const config::PipelineConfig& 
         return fail(subscribed.error().with_context("pipeline '" + s.plan->name +
                                                     "': stages did not connect in time"));
     }
+    // Every stage announced itself: health() reports a started pipeline healthy from here on.
+    Status announced = s.coordinator->wait_for_heartbeats(remaining(deadline));
+    if (!announced) {
+        return fail(announced.error().with_context("pipeline '" + s.plan->name +
+                                                   "': stages did not report in time"));
+    }
     return pipeline;
 }
 

@@ -3,7 +3,8 @@
 // private runtime directory, starts the coordinator in this process and every process group
 // either as a child process of the `omnirt` binary (Placement::processes, the serving layout) or
 // hosted in this process (Placement::in_process, for tests and embedding), waits until every
-// stage is ready and subscribed, and supervises the children.
+// stage is ready, subscribed and has sent its first heartbeat (so health() reports a started
+// pipeline healthy), and supervises the children.
 //
 // Supervision policy: fail fast. A child that exits while the pipeline runs makes every live
 // request fail at once (unavailable, naming the stages of the process and the exit status) and
@@ -43,11 +44,11 @@ struct PipelineOptions {
 };
 
 class Pipeline {
-public:
+  public:
     // `config` must have passed validation (config::load_pipeline_file does that). Registers the
     // built-in backends and stages first. On failure nothing is left running.
-    [[nodiscard]] static Result<std::unique_ptr<Pipeline>> start(const config::PipelineConfig& config,
-                                                                 PipelineOptions options = {});
+    [[nodiscard]] static Result<std::unique_ptr<Pipeline>> start(
+        const config::PipelineConfig& config, PipelineOptions options = {});
     Pipeline(const Pipeline&) = delete;
     Pipeline& operator=(const Pipeline&) = delete;
     ~Pipeline();  // stop()
@@ -69,7 +70,7 @@ public:
     // stops the coordinator, removes the runtime directory. Idempotent.
     void stop();
 
-private:
+  private:
     struct State;
     explicit Pipeline(std::unique_ptr<State> state);
     std::unique_ptr<State> state_;

@@ -29,7 +29,8 @@ name: tp
 model_path: none
 stages:
   - {name: front, process: front, factory: test.identity, next: tp}
-  - {name: tp, factory: test.rank_log, factory_args: {dir: ")" + dir + R"("}, tp_size: 3,
+  - {name: tp, factory: test.rank_log, factory_args: {dir: ")" +
+                                      dir + R"("}, tp_size: 3,
      next: last}
   - {name: last, process: front, factory: test.identity, terminal: true}
 )",
@@ -43,6 +44,12 @@ stages:
         auto result = pipeline->submit(ids.back(), OmniRequest{.inputs = Map{{"i", i}}});
         ASSERT_TRUE(result.has_value()) << result.error().to_string();
         EXPECT_EQ(result->data, Value(Map{{"i", i}}));
+    }
+    // Ranks other than 0 emit nothing, so a result says nothing about when they logged: wait
+    // for their logs (a hang guard, not a sleep), then stop.
+    for (int rank = 0; rank < 3; ++rank) {
+        const std::string log = dir + "/tp.rank" + std::to_string(rank) + ".log";
+        EXPECT_TRUE(eventually([&] { return read_lines(log).size() >= ids.size(); })) << rank;
     }
     pipeline->stop();
     for (int rank = 0; rank < 3; ++rank) {
