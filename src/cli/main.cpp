@@ -1,7 +1,7 @@
 // The omnirt command line: one binary for every role (CLI tools, server, stage processes).
-#include <CLI/CLI.hpp>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
+#include <CLI/CLI.hpp>
 #include <iostream>
 
 #include "cli/bench_pipeline_command.h"
@@ -11,6 +11,7 @@
 #include "cli/relay_commands.h"
 #include "cli/run_command.h"
 #include "cli/serve_command.h"
+#include "cli/tokenize_command.h"
 
 int main(int argc, char** argv) {
     // Logs go to stderr: stdout carries command output (JSON, tables).
@@ -29,6 +30,7 @@ int main(int argc, char** argv) {
     omnirt::cli::add_run_command(app, exit_code);
     omnirt::cli::add_make_checkpoint_command(app, exit_code);
     omnirt::cli::add_serve_command(app, exit_code);
+    omnirt::cli::add_tokenize_command(app, exit_code);
     omnirt::cli::add_relay_peer_command(app, exit_code);
     omnirt::cli::add_stage_process_command(app, exit_code);
     try {
