@@ -1,10 +1,9 @@
 // POST /v1/audio/speech: raw audio in the requested format, or SSE speech.audio.delta events.
 // The text of the request is spoken by the pipeline; only its audio reaches the client.
-#include <mutex>
-
 #include "client/audio_output.h"
 #include "client/output.h"
 #include "serve/api/api_internal.h"
+#include "serve/api/generation_call.h"
 #include "serve/api/output_timing.h"
 #include "serve/openai/responses.h"
 #include "serve/openai/speech_request.h"
@@ -12,76 +11,28 @@
 namespace omnirt::serve::api {
 namespace {
 
-using pipeline::RequestEvent;
-
-class SpeechCall : public std::enable_shared_from_this<SpeechCall> {
+class SpeechCall final : public GenerationCall {
   public:
-    SpeechCall(std::unique_ptr<Exchange> exchange, openai::SpeechRequest request,
-               media::AudioFormat format)
-        : exchange_(std::move(exchange)),
-          request_(std::move(request)),
+    SpeechCall(std::unique_ptr<Exchange> exchange, std::string id, bool stream,
+               media::AudioFormat format, std::string response_format)
+        : GenerationCall(std::move(exchange), std::move(id), stream),
           format_(format),
+          response_format_(std::move(response_format)),
           encoder_(format),
-          timing_(exchange_->state().metrics) {
-        id_ = "speech-" + openai::completion_id(next_id_seed(exchange_->state())).substr(9);
-    }
-
-    void run() {
-        ApiState& state = exchange_->state();
-        auto self = shared_from_this();
-        Status started =
-            state.client.start(id_, openai::to_omni_request(request_), request_options(state),
-                               [self](RequestEvent event) { self->on_event(event); });
-        if (!started) {
-            exchange_->respond_error(pipeline_error(started.error()));
-            return;
-        }
-        client::Client* client = &state.client;
-        std::string id = id_;
-        exchange_->http().on_disconnect(
-            [client, id] { (void)client->abort(id, "the client disconnected"); });
-        if (request_.stream) {
-            std::lock_guard lock(mutex_);
-            ensure_head();
-        }
-    }
+          timing_(this->exchange().state().metrics) {}
 
   private:
-    void on_event(RequestEvent& event) {
-        if (!event.terminal()) {
-            std::lock_guard lock(mutex_);
-            on_chunk(event);
-            return;
-        }
-        auto self = shared_from_this();
-        (void)exchange_->state().pool->post([self, event = std::move(event)]() mutable {
-            std::lock_guard lock(self->mutex_);
-            self->on_end(event);
-        });
-    }
-
-    void ensure_head() {
-        if (head_sent_) return;
-        head_sent_ = true;
-        exchange_->start_sse();
-    }
-
-    void on_chunk(const RequestEvent& event) {
-        auto delta = client::parse_chunk(event.chunk);
-        if (!delta) {
-            fail(delta.error());
-            return;
-        }
-        if (!delta->audio) return;
+    void on_chunk(const client::OutputDelta& delta) override {
+        if (!delta.audio) return;  // only audio reaches a speech client
         timing_.audio();
-        if (!request_.stream) {
-            if (auto appended = append_audio(audio_, *delta->audio); !appended) {
+        if (!streaming()) {
+            if (auto appended = append_audio(audio_, *delta.audio); !appended) {
                 fail(appended.error());
             }
             return;
         }
         ensure_head();
-        auto bytes = encoder_.push(*delta->audio);
+        auto bytes = encoder_.push(*delta.audio);
         if (!bytes) {
             fail(bytes.error());
             return;
@@ -91,44 +42,17 @@ class SpeechCall : public std::enable_shared_from_this<SpeechCall> {
 
     void write_audio(const std::string& bytes) {
         if (bytes.empty()) return;
-        exchange_->write(openai::speech_audio_delta_event(
+        exchange().write(openai::speech_audio_delta_event(
             std::span(reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size())));
     }
 
-    void fail(const Error& error) {
-        if (failed_) return;
-        failed_ = true;
-        (void)exchange_->state().client.abort(id_, error.message);
-        send_error(output_error(error));
-    }
-
-    void send_error(const openai::ProtocolError& error) {
-        if (request_.stream && head_sent_) {
-            exchange_->write(openai::error_event(error));
-            exchange_->finish();
-        } else {
-            exchange_->respond_error(error);
-        }
-    }
-
-    void on_end(RequestEvent& event) {
-        if (failed_) return;
-        if (event.kind != RequestEvent::Kind::completed) {
-            if (event.kind == RequestEvent::Kind::aborted && exchange_->http().disconnected())
-                return;
-            send_error(pipeline_error(event.error));
-            return;
-        }
-        auto result = client::parse_result(event.result.data);
-        if (!result) {
-            send_error(output_error(result.error()));
-            return;
-        }
-        openai::Usage usage{result->usage.prompt_tokens, result->usage.completion_tokens};
-        if (request_.stream) {
+    void on_result(const client::FinalOutput& result) override {
+        const openai::ProtocolError no_audio{500, "the pipeline produced no audio for this request",
+                                             "server_error", "", ""};
+        if (streaming()) {
             ensure_head();
-            if (!encoder_.started() && result->audio) {
-                auto bytes = encoder_.push(*result->audio);
+            if (!encoder_.started() && result.audio) {
+                auto bytes = encoder_.push(*result.audio);
                 if (bytes) write_audio(*bytes);
             }
             auto tail = encoder_.finish();
@@ -138,18 +62,17 @@ class SpeechCall : public std::enable_shared_from_this<SpeechCall> {
             }
             write_audio(*tail);
             if (!encoder_.started()) {
-                send_error({500, "the pipeline produced no audio for this request", "server_error",
-                            "", ""});
+                send_error(no_audio);
                 return;
             }
-            exchange_->write(openai::speech_audio_done_event(usage));
-            exchange_->finish();
+            exchange().write(openai::speech_audio_done_event(
+                {result.usage.prompt_tokens, result.usage.completion_tokens}));
+            exchange().finish();
             return;
         }
-        const media::AudioBuffer& audio = result->audio ? *result->audio : audio_;
+        const media::AudioBuffer& audio = result.audio ? *result.audio : audio_;
         if (audio.samples.empty()) {
-            send_error(
-                {500, "the pipeline produced no audio for this request", "server_error", "", ""});
+            send_error(no_audio);
             return;
         }
         auto encoded = media::encode_audio(audio, format_);
@@ -157,18 +80,12 @@ class SpeechCall : public std::enable_shared_from_this<SpeechCall> {
             send_error(output_error(encoded.error()));
             return;
         }
-        exchange_->respond(200, openai::speech_content_type(request_.response_format),
-                           std::move(*encoded));
+        exchange().respond(200, openai::speech_content_type(response_format_), std::move(*encoded));
     }
 
-    std::unique_ptr<Exchange> exchange_;
-    openai::SpeechRequest request_;
     media::AudioFormat format_;
-    std::string id_;
-    std::mutex mutex_;
-    bool head_sent_ = false;
-    bool failed_ = false;
-    media::AudioBuffer audio_;
+    std::string response_format_;
+    media::AudioBuffer audio_;  // non-streaming: the audio deltas, for results without audio
     client::AudioResponseEncoder encoder_;
     OutputTiming timing_;
 };
@@ -195,8 +112,12 @@ void speech(ApiState& state, std::shared_ptr<http::HttpExchange> http) {
         return;
     }
     if (!exchange->admit()) return;
-    auto call = std::make_shared<SpeechCall>(std::move(exchange), std::move(*request), *format);
-    call->run();
+    std::string id = "speech-" + openai::completion_id(next_id_seed(state)).substr(9);
+    bool stream = request->stream;
+    std::string response_format = request->response_format;
+    auto call = std::make_shared<SpeechCall>(std::move(exchange), std::move(id), stream, *format,
+                                             std::move(response_format));
+    call->run(openai::to_omni_request(*request));
 }
 
 }  // namespace

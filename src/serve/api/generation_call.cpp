@@ -1,0 +1,92 @@
+#include "serve/api/generation_call.h"
+
+#include "serve/openai/responses.h"
+
+namespace omnirt::serve::api {
+
+using pipeline::RequestEvent;
+
+GenerationCall::GenerationCall(std::unique_ptr<Exchange> exchange, std::string request_id,
+                               bool stream)
+    : exchange_(std::move(exchange)), request_id_(std::move(request_id)), stream_(stream) {}
+
+void GenerationCall::run(OmniRequest request) {
+    ApiState& state = exchange_->state();
+    auto self = shared_from_this();
+    Status started = state.client.start(request_id_, std::move(request), request_options(state),
+                                        [self](RequestEvent event) { self->on_event(event); });
+    if (!started) {
+        exchange_->respond_error(pipeline_error(started.error()));
+        return;
+    }
+    client::Client* client = &state.client;
+    exchange_->http().on_disconnect(
+        [client, id = request_id_] { (void)client->abort(id, "the client disconnected"); });
+    if (stream_) {
+        std::lock_guard lock(mutex_);
+        ensure_head();
+    }
+}
+
+void GenerationCall::on_event(RequestEvent& event) {
+    if (!event.terminal()) {
+        std::lock_guard lock(mutex_);
+        if (failed_) return;
+        auto delta = client::parse_chunk(event.chunk);
+        if (!delta) {
+            fail(delta.error());
+            return;
+        }
+        on_chunk(*delta);
+        return;
+    }
+    // The end (and its audio encoding) runs on the pool; no chunk of this request follows. A
+    // closed pool (shutdown) drops it; the HTTP layer then answers the exchange 500.
+    auto self = shared_from_this();
+    (void)exchange_->state().pool->post([self, event = std::move(event)] {
+        std::lock_guard lock(self->mutex_);
+        self->on_end(event);
+    });
+}
+
+void GenerationCall::on_end(const RequestEvent& event) {
+    if (failed_) return;
+    if (event.kind != RequestEvent::Kind::completed) {
+        if (event.kind == RequestEvent::Kind::aborted && exchange_->http().disconnected()) {
+            return;  // the client left; nobody to tell
+        }
+        send_error(pipeline_error(event.error));
+        return;
+    }
+    auto result = client::parse_result(event.result.data);
+    if (!result) {
+        send_error(output_error(result.error()));
+        return;
+    }
+    on_result(*result);
+}
+
+void GenerationCall::ensure_head() {
+    if (head_sent_) return;
+    head_sent_ = true;
+    exchange_->start_sse();
+    after_head();
+}
+
+void GenerationCall::fail(const Error& error) {
+    if (failed_) return;
+    failed_ = true;
+    (void)exchange_->state().client.abort(request_id_, error.message);
+    send_error(output_error(error));
+}
+
+void GenerationCall::send_error(const openai::ProtocolError& error) {
+    if (stream_ && head_sent_) {
+        exchange_->write(openai::error_event(error));
+        exchange_->finish();
+    } else {
+        exchange_->respond_error(error);
+    }
+}
+
+}  // namespace omnirt::serve::api

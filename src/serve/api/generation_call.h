@@ -1,0 +1,65 @@
+#pragma once
+// GenerationCall: one generation request (chat or speech) from the pipeline accepting it to the
+// client's answer, fed by the pipeline's events. The endpoints subclass it for their output
+// formats; this part holds what they share: starting the request, abort on disconnect, the
+// threads events run on, the SSE head, and error answers.
+//
+// Threads: run() on an IO thread; on_chunk on the coordinator's thread (cheap work only);
+// on_result on the work pool (whole-file audio encoding). All of them under one mutex, so a
+// subclass needs no locking of its own.
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "client/output.h"
+#include "core/request.h"
+#include "pipeline/coordinator.h"
+#include "serve/api/api_internal.h"
+#include "serve/openai/protocol_error.h"
+
+namespace omnirt::serve::api {
+
+class GenerationCall : public std::enable_shared_from_this<GenerationCall> {
+  public:
+    virtual ~GenerationCall() = default;
+    GenerationCall(const GenerationCall&) = delete;
+    GenerationCall& operator=(const GenerationCall&) = delete;
+
+    // Starts `request` under request_id(); answers the client itself on every path. A streaming
+    // call sends its SSE head once the pipeline accepted the request (or with the first event).
+    void run(OmniRequest request);
+
+  protected:
+    GenerationCall(std::unique_ptr<Exchange> exchange, std::string request_id, bool stream);
+
+    // One chunk of the request (coordinator thread).
+    virtual void on_chunk(const client::OutputDelta& delta) = 0;
+    // The request completed with `result` (work pool).
+    virtual void on_result(const client::FinalOutput& result) = 0;
+    // Written right after the SSE head (chat: the role chunk).
+    virtual void after_head() {}
+
+    void ensure_head();
+    // The pipeline's output could not be answered: aborts the request everywhere and answers
+    // 500 (an SSE error event once streaming). Later events are ignored.
+    void fail(const Error& error);
+    // An error answer: a response, or an SSE error event that ends the stream.
+    void send_error(const openai::ProtocolError& error);
+
+    [[nodiscard]] Exchange& exchange() const { return *exchange_; }
+    [[nodiscard]] const std::string& request_id() const { return request_id_; }
+    [[nodiscard]] bool streaming() const { return stream_; }
+
+  private:
+    void on_event(pipeline::RequestEvent& event);
+    void on_end(const pipeline::RequestEvent& event);
+
+    std::unique_ptr<Exchange> exchange_;
+    const std::string request_id_;
+    const bool stream_;
+    std::mutex mutex_;  // run()'s head vs. the first event; events vs. the pool's end
+    bool head_sent_ = false;
+    bool failed_ = false;
+};
+
+}  // namespace omnirt::serve::api
