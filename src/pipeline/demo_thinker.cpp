@@ -196,21 +196,6 @@ Result<std::optional<std::int64_t>> read_max_tokens(const Value& params) {
     return std::optional(*value);
 }
 
-Result<std::unique_ptr<Scheduler>> make_scheduler(const StageContext& context,
-                                                  std::int64_t default_workers, ComputeFn compute) {
-    OMNI_TRY(std::int64_t workers, int_arg(context, "worker_threads", default_workers));
-    if (workers < 1 || workers > 256) {
-        return fail(ErrorCode::invalid_argument,
-                    "stage '" + context.stage_name + "': arg 'worker_threads' must be in [1, 256]");
-    }
-    OMNI_TRY(auto scheduler,
-             SimpleScheduler::create({.stage_name = context.stage_name,
-                                      .compute = std::move(compute),
-                                      .worker_threads = static_cast<std::size_t>(workers),
-                                      .tracer = context.tracer}));
-    return std::unique_ptr<Scheduler>(std::move(scheduler));
-}
-
 Result<StagePayload> run_thinker(const std::string& stage, const std::vector<std::string>& targets,
                                  const StagePayload& input, Emitter& emit) {
     OMNI_TRY(DemoReply reply, compose_demo_reply(input.request, stage));
@@ -247,16 +232,18 @@ Result<StagePayload> run_thinker(const std::string& stage, const std::vector<std
 }
 
 Result<std::unique_ptr<Scheduler>> thinker_factory(const StageContext& context) {
-    return make_scheduler(context, 4,
-                          [stage = context.stage_name, targets = context.stream_to](
-                              const StagePayload& input, Emitter& emit) -> Result<StagePayload> {
-                              return run_thinker(stage, targets, input, emit);
-                          });
+    return test_stages_detail::make_simple_scheduler(
+        context,
+        [stage = context.stage_name, targets = context.stream_to](
+            const StagePayload& input, Emitter& emit) -> Result<StagePayload> {
+            return run_thinker(stage, targets, input, emit);
+        },
+        4);
 }
 
 Result<std::unique_ptr<Scheduler>> decode_factory(const StageContext& context) {
-    return make_scheduler(
-        context, 1, [](const StagePayload& input, Emitter&) -> Result<StagePayload> {
+    return test_stages_detail::make_simple_scheduler(
+        context, [](const StagePayload& input, Emitter&) -> Result<StagePayload> {
             Map data;
             for (const char* key : {"text", "finish_reason", "usage"}) {
                 const Value* value = input.data.find(key);

@@ -80,9 +80,10 @@ namespace test_stages_detail {
 // Registry::add that keeps an existing entry of the same name.
 [[nodiscard]] Status add_if_absent(Registry& registry, FunctionKind kind, std::string name,
                                    RegistryEntry entry);
-// A SimpleScheduler for `context` (stage name, tracer, arg worker_threads) running `compute`.
-[[nodiscard]] Result<std::unique_ptr<Scheduler>> make_simple_scheduler(const StageContext& context,
-                                                                       ComputeFn compute);
+// A SimpleScheduler for `context` (stage name, tracer, arg worker_threads, default
+// `default_workers`) running `compute`.
+[[nodiscard]] Result<std::unique_ptr<Scheduler>> make_simple_scheduler(
+    const StageContext& context, ComputeFn compute, std::int64_t default_workers = 1);
 }  // namespace test_stages_detail
 
 }  // namespace omnirt::pipeline

@@ -107,8 +107,9 @@ Status add_if_absent(Registry& registry, FunctionKind kind, std::string name, Re
 }
 
 Result<std::unique_ptr<Scheduler>> make_simple_scheduler(const StageContext& context,
-                                                         ComputeFn compute) {
-    OMNI_TRY(std::int64_t workers, int_arg(context, "worker_threads", 1));
+                                                         ComputeFn compute,
+                                                         std::int64_t default_workers) {
+    OMNI_TRY(std::int64_t workers, int_arg(context, "worker_threads", default_workers));
     if (workers < 1 || workers > 256) {
         return fail(ErrorCode::invalid_argument,
                     "stage '" + context.stage_name + "': arg 'worker_threads' must be in [1, 256]");
