@@ -6,7 +6,8 @@
 // factory_args (model_path is required; runtime prep injects the pipeline's model_path):
 //   model_path            checkpoint directory: config.json, weights, tokenizer.json, and
 //                         optionally generation_config.json
-//   dtype                 "float32" (default), "bfloat16" or "float16": weights, activations, KV
+//   dtype                 "float32" (default), "bfloat16" or "float16" (CUDA only): weights,
+//                         activations and KV cache
 //   block_size            KV block size (16)
 //   max_total_tokens      KV cache positions (16384), rounded down to whole blocks
 //   max_running_requests  256
