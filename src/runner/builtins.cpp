@@ -3,6 +3,7 @@
 #include <mutex>
 
 #include "core/registry.h"
+#include "models/qwen3/text_stages.h"
 #include "pipeline/demo_stages.h"
 #include "pipeline/sink_stage.h"
 #include "pipeline/test_stages.h"
@@ -27,6 +28,9 @@ Status register_all() {
     }
     if (auto status = pipeline::register_tp_test_stage(); !status) {
         return fail(status.error().with_context("registering test.rank_log"));
+    }
+    if (auto status = models::qwen3::register_qwen3_text_stages(); !status) {
+        return fail(status.error().with_context("registering qwen3.preprocess / qwen3.decode"));
     }
     return ok_status();
 }

@@ -1,6 +1,7 @@
 #pragma once
-// Registers everything built into omnirt with the process-wide registries: the relay backends
-// and the pipeline's test stages (later: the model families). Every process of an instance
+// Registers everything built into omnirt with the process-wide registries: the relay backends,
+// the pipeline's test and demo stages, and the torch-free model stages (qwen3.preprocess,
+// qwen3.decode); stages that need libtorch come from plugins. Every process of an instance
 // (the parent and each stage process) calls it before it resolves factory names.
 //
 // Idempotent and thread-safe: the first call registers, later calls return its result.

@@ -16,6 +16,7 @@
 #include "engine/ar_scheduler.h"
 #include "engine/kv_cache.h"
 #include "models/qwen3/make_checkpoint.h"
+#include "models/qwen3/prompt.h"
 #include "models/qwen3/qwen3_model.h"
 #include "text/tokenizer.h"
 
@@ -178,7 +179,7 @@ TEST_F(Qwen3ThinkerStageTest, ChatRequestsMatchTheModelAloneBatchedAndCached) {
     for (std::size_t i = 0; i < texts.size(); ++i) {
         const std::string id = "c" + std::to_string(i);
         const StagePayload& result = collected.results.at(id);
-        auto prompt = qwen3_prompt_ids(chat(texts[i], 12), *tok, true);
+        auto prompt = qwen3_prompt_ids(chat(texts[i], 12), *tok, true, "t");
         ASSERT_TRUE(prompt.has_value());
         const auto ids = output_ids(result);
         EXPECT_EQ(ids, reference(*prompt, 12, eos)) << id;
@@ -215,7 +216,7 @@ TEST_F(Qwen3ThinkerStageTest, ChatRequestsMatchTheModelAloneBatchedAndCached) {
     EXPECT_GT(stage->stats().prefix_hit_tokens, hits_before);
 
     // Token ids from a preprocessing stage skip the rendering.
-    auto prompt = qwen3_prompt_ids(chat(texts[0], 5), *tok, true);
+    auto prompt = qwen3_prompt_ids(chat(texts[0], 5), *tok, true, "t");
     submit(*stage, "ids", chat(texts[0], 5),
            Map{{"input_ids", Value(Tensor::from_vector(*prompt))}});
     Collected by_ids;
@@ -231,14 +232,14 @@ TEST_F(Qwen3ThinkerStageTest, ChatRequestsMatchTheModelAloneBatchedAndCached) {
 
 TEST_F(Qwen3ThinkerStageTest, PromptRendering) {
     auto tok = tokenizer();
-    auto ids = qwen3_prompt_ids(chat("Hi", 1), *tok, false);
+    auto ids = qwen3_prompt_ids(chat("Hi", 1), *tok, false, "t");
     ASSERT_TRUE(ids.has_value());
     auto text = tok->decode(*ids);
     ASSERT_TRUE(text.has_value());
     EXPECT_EQ(*text,
               "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n");
     OmniRequest raw{.inputs = Value(Map{{"prompt", Value("plain text")}})};
-    auto plain = qwen3_prompt_ids(raw, *tok, true);
+    auto plain = qwen3_prompt_ids(raw, *tok, true, "qwen3.thinker");
     ASSERT_TRUE(plain.has_value());
     EXPECT_EQ(*tok->decode(*plain), "plain text");
 
@@ -247,21 +248,21 @@ TEST_F(Qwen3ThinkerStageTest, PromptRendering) {
         {"messages",
          Value(List{Value(Map{{"role", Value("user")},
                               {"content", Value(List{Value(Map{{"type", Value("image")}})})}})})}});
-    auto refused = qwen3_prompt_ids(image, *tok, true);
+    auto refused = qwen3_prompt_ids(image, *tok, true, "qwen3.thinker");
     ASSERT_FALSE(refused.has_value());
     EXPECT_EQ(refused.error().code, ErrorCode::unimplemented);
     EXPECT_NE(refused.error().message.find("inputs.messages[0].content[0] is a 'image' part"),
               std::string::npos)
         << refused.error().message;
     OmniRequest nothing;
-    auto missing = qwen3_prompt_ids(nothing, *tok, true);
+    auto missing = qwen3_prompt_ids(nothing, *tok, true, "qwen3.thinker");
     ASSERT_FALSE(missing.has_value());
-    EXPECT_NE(missing.error().message.find("no data.input_ids, inputs.messages or inputs.prompt"),
+    EXPECT_NE(missing.error().message.find("no inputs.messages or inputs.prompt"),
               std::string::npos);
     OmniRequest bad_role = chat("x", 1);
     bad_role.inputs = Value(Map{
         {"messages", Value(List{Value(Map{{"role", Value("robot")}, {"content", Value("x")}})})}});
-    auto role = qwen3_prompt_ids(bad_role, *tok, true);
+    auto role = qwen3_prompt_ids(bad_role, *tok, true, "qwen3.thinker");
     ASSERT_FALSE(role.has_value());
     EXPECT_NE(role.error().message.find("inputs.messages[0].role"), std::string::npos);
 }

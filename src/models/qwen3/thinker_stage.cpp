@@ -10,7 +10,7 @@
 #include "models/qwen3/config.h"
 #include "models/qwen3/qwen3_model.h"
 #include "pipeline/test_stages.h"
-#include "text/chat_format.h"
+#include "models/qwen3/prompt.h"
 #include "text/tokenizer.h"
 #include "torch_bridge/torch_tensor.h"
 
@@ -22,54 +22,6 @@ constexpr std::string_view kFactoryName = "qwen3.thinker";
 Error invalid(std::string message) {
     return Error{ErrorCode::invalid_argument,
                  std::string(kFactoryName) + ": " + std::move(message)};
-}
-
-Result<text::ContentPart> content_part(const Value& part, const std::string& where) {
-    const Value* type = part.find("type");
-    if (type == nullptr || !type->is_string()) {
-        return fail(invalid(where + " needs a string 'type'"));
-    }
-    if (type->as_string() == "text") {
-        const Value* text = part.find("text");
-        if (text == nullptr || !text->is_string()) {
-            return fail(invalid(where + " (a text part) needs a string 'text'"));
-        }
-        return text::ContentPart{.kind = text::ContentKind::text, .text = text->as_string()};
-    }
-    return fail(ErrorCode::unimplemented,
-                std::string(kFactoryName) + ": " + where + " is a '" + type->as_string() +
-                    "' part; this stage takes text only (media needs the Qwen3-Omni encoders)");
-}
-
-Result<std::vector<text::ChatMessage>> chat_messages(const List& list) {
-    std::vector<text::ChatMessage> messages;
-    for (std::size_t i = 0; i < list.size(); ++i) {
-        const std::string where = "inputs.messages[" + std::to_string(i) + "]";
-        const Value& message = list[i];
-        const Value* role = message.find("role");
-        if (role == nullptr || !role->is_string()) {
-            return fail(invalid(where + " needs a string 'role'"));
-        }
-        auto parsed_role = text::parse_chat_role(role->as_string());
-        if (!parsed_role) return fail(invalid(where + ".role: " + parsed_role.error().message));
-        text::ChatMessage out{.role = *parsed_role};
-        const Value* content = message.find("content");
-        if (content == nullptr || content->is_null()) {
-            // An assistant turn without content (a tool call): renders empty.
-        } else if (const std::string* plain = content->if_string()) {
-            out.content.push_back(text::ContentPart{.text = *plain});
-        } else if (const List* parts = content->if_list()) {
-            for (std::size_t k = 0; k < parts->size(); ++k) {
-                OMNI_TRY(text::ContentPart part,
-                         content_part((*parts)[k], where + ".content[" + std::to_string(k) + "]"));
-                out.content.push_back(std::move(part));
-            }
-        } else {
-            return fail(invalid(where + ".content must be a string or a list of parts"));
-        }
-        messages.push_back(std::move(out));
-    }
-    return messages;
 }
 
 Result<at::ScalarType> parse_model_dtype(const std::string& name) {
@@ -145,32 +97,6 @@ Result<std::int64_t> positive_arg(const pipeline::StageContext& context, std::st
 
 }  // namespace
 
-Result<std::vector<std::int32_t>> qwen3_prompt_ids(const OmniRequest& request,
-                                                   const text::Tokenizer& tokenizer,
-                                                   bool enable_thinking) {
-    std::string prompt;
-    if (const Value* messages = request.inputs.find("messages"); messages && !messages->is_null()) {
-        const List* list = messages->if_list();
-        if (list == nullptr || list->empty()) {
-            return fail(invalid("inputs.messages must be a non-empty list"));
-        }
-        OMNI_TRY(std::vector<text::ChatMessage> chat, chat_messages(*list));
-        auto rendered = text::format_chat(chat, /*add_generation_prompt=*/true,
-                                          {.enable_thinking = enable_thinking});
-        if (!rendered) return fail(invalid(rendered.error().message));
-        prompt = std::move(*rendered);
-    } else if (const Value* text = request.inputs.find("prompt"); text && text->is_string()) {
-        prompt = text->as_string();
-    } else {
-        return fail(invalid("the request has no data.input_ids, inputs.messages or inputs.prompt"));
-    }
-    auto ids = tokenizer.encode(prompt, text::EncodeOptions{});
-    if (!ids)
-        return fail(
-            ids.error().with_context(std::string(kFactoryName) + ": tokenizing the prompt"));
-    return std::vector<std::int32_t>(ids->begin(), ids->end());
-}
-
 Result<std::unique_ptr<pipeline::Scheduler>> make_thinker_stage(
     const pipeline::StageContext& context) {
     const std::string who = "stage '" + context.stage_name + "'";
@@ -225,9 +151,11 @@ Result<std::unique_ptr<pipeline::Scheduler>> make_thinker_stage(
             return tokenizer->append_token_bytes(id, out);
         },
         .prepare_input =
-            [tokenizer, enable_thinking](const StagePayload& payload) {
-                return qwen3_prompt_ids(payload.request, *tokenizer, enable_thinking);
+            [tokenizer, enable_thinking, who](const StagePayload& payload) {
+                return qwen3_prompt_ids(payload.request, *tokenizer, enable_thinking, who);
             },
+        // Behind a decode stage (configs/qwen3_chat.yaml) only the stream targets get tokens.
+        .stream_to_client = context.terminal,
         .stream_targets = context.stream_to,
         .stream_hidden = stream_hidden,
         .seed = static_cast<std::uint64_t>(seed),

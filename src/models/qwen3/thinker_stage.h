@@ -35,10 +35,6 @@
 #include "pipeline/scheduler.h"
 #include "pipeline/stage_factory.h"
 
-namespace omnirt::text {
-class Tokenizer;
-}
-
 namespace omnirt::models::qwen3 {
 
 // Registers `qwen3.thinker` (FunctionKind::factory). Idempotent: an existing entry is kept.
@@ -46,12 +42,5 @@ namespace omnirt::models::qwen3 {
 
 [[nodiscard]] Result<std::unique_ptr<pipeline::Scheduler>> make_thinker_stage(
     const pipeline::StageContext& context);
-
-// The prompt of a request without data.input_ids: inputs.messages rendered with the generation
-// prompt, or inputs.prompt, tokenized (special tokens of the rendering match). invalid_argument
-// naming the field for a malformed request; unimplemented for media parts.
-[[nodiscard]] Result<std::vector<std::int32_t>> qwen3_prompt_ids(const OmniRequest& request,
-                                                                 const text::Tokenizer& tokenizer,
-                                                                 bool enable_thinking);
 
 }  // namespace omnirt::models::qwen3
