@@ -3,7 +3,9 @@
 
 namespace omnirt::cli {
 
-// configs/demo.yaml, embedded at build time: what `omnirt serve` runs without --config.
+// configs/qwen3_chat.yaml, embedded at build time: what `omnirt serve` runs without --config.
 [[nodiscard]] std::string_view default_pipeline_yaml();
+// configs/demo.yaml, embedded at build time: `omnirt serve --demo`.
+[[nodiscard]] std::string_view demo_pipeline_yaml();
 
 }  // namespace omnirt::cli

@@ -4,21 +4,27 @@
 #include <spdlog/spdlog.h>
 
 #include <atomic>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "cli/default_config.h"
+#include "cli/default_model.h"
 #include "client/client.h"
 #include "config/load.h"
 #include "runner/builtins.h"
 #include "runner/pipeline.h"
 #include "serve/api/api_server.h"
+#include "text/tokenizer.h"
 
 namespace omnirt::cli {
 namespace {
 
 struct ServeOptions {
     std::string config;
+    bool demo = false;
     std::string model_path;
     std::string model_name;
     std::string host = "127.0.0.1";
@@ -36,15 +42,55 @@ struct ServeOptions {
     std::string profile_dir = "/tmp/omnirt-profile";
 };
 
+// A YAML flow-scalar for a path (JSON string syntax is valid YAML).
+std::string yaml_string(const std::string& text) { return nlohmann::json(text).dump(); }
+
 Result<config::PipelineConfig> load_config(const ServeOptions& options) {
     OMNI_RETURN_IF_ERROR(runner::register_builtins());
     config::LoadOptions load{.overrides = options.overrides};
-    if (!options.model_path.empty()) load.overrides.push_back("model_path=" + options.model_path);
-    if (options.config.empty()) {
-        return config::load_pipeline_text(default_pipeline_yaml(), "<built-in demo pipeline>",
-                                          load);
+    if (!options.config.empty() || options.demo) {
+        // --model-path wins over a --set of model_path.
+        if (!options.model_path.empty()) load.overrides.push_back("model_path=" + options.model_path);
+        if (options.demo) {
+            return config::load_pipeline_text(demo_pipeline_yaml(), "<built-in demo pipeline>",
+                                              load);
+        }
+        return config::load_pipeline_file(options.config, load);
     }
-    return config::load_pipeline_file(options.config, load);
+    // The built-in Qwen3 chat pipeline: the plugin next to the binary, the tiny checkpoint
+    // unless --model-path names another.
+    OMNI_TRY(std::string plugin, qwen3_plugin_path());
+    std::string model_path = options.model_path;
+    if (model_path.empty()) {
+        OMNI_TRY(model_path, default_tiny_checkpoint());
+    }
+    load.overrides.insert(load.overrides.begin(),
+                          {"plugins=[" + yaml_string(plugin) + "]", "model_path=" + model_path});
+    return config::load_pipeline_text(default_pipeline_yaml(), "<built-in qwen3 chat pipeline>",
+                                      load);
+}
+
+// The tokenizer and context length of the pipeline's checkpoint, for /tokenize and
+// /detokenize; none when model_path holds no tokenizer.json (e.g. the demo).
+void load_model_files(const config::PipelineConfig& config,
+                      serve::api::ApiServerOptions& options) {
+    const std::filesystem::path directory(config.model_path);
+    std::error_code ec;
+    if (config.model_path.empty() || !std::filesystem::exists(directory / "tokenizer.json", ec)) {
+        return;
+    }
+    auto tokenizer = text::Tokenizer::from_file((directory / "tokenizer.json").string());
+    if (!tokenizer) {
+        spdlog::warn("/tokenize and /detokenize are off: {}", tokenizer.error().to_string());
+        return;
+    }
+    options.tokenizer = std::move(*tokenizer);
+    std::ifstream file(directory / "config.json");
+    auto json = nlohmann::json::parse(file, nullptr, /*allow_exceptions=*/false);
+    if (auto it = json.find("max_position_embeddings");
+        json.is_object() && it != json.end() && it->is_number_integer()) {
+        options.max_model_len = it->get<std::int64_t>();
+    }
 }
 
 int serve(const ServeOptions& options) {
@@ -83,6 +129,7 @@ int serve(const ServeOptions& options) {
         .request_timeout =
             std::chrono::milliseconds(static_cast<std::int64_t>(options.request_timeout_s * 1000)),
         .profile_dir = options.profile_dir};
+    load_model_files(*config, server_options);
     server_options.limits.max_body_bytes = options.max_body_mb << 20;
     server_options.media.allowed_local_dir = options.allowed_media_dir;
     server_options.media.allow_remote = options.allow_remote_media;
@@ -142,11 +189,19 @@ void add_serve_command(CLI::App& app, int& exit_code) {
     auto options = std::make_shared<ServeOptions>();
     CLI::App* command = app.add_subcommand(
         "serve",
-        "Serve a pipeline behind an OpenAI-compatible HTTP API (the demo without --config)");
-    command->add_option("--config", options->config, "Pipeline config (YAML or JSON)")
-        ->check(CLI::ExistingFile);
+        "Serve a pipeline behind an OpenAI-compatible HTTP API (without --config: Qwen3 chat on "
+        "a generated tiny checkpoint)");
+    auto* config_option =
+        command->add_option("--config", options->config, "Pipeline config (YAML or JSON)")
+            ->check(CLI::ExistingFile);
+    command
+        ->add_flag("--demo", options->demo,
+                   "Serve the built-in model-free demo pipeline (text and audio; "
+                   "docs/demo_pipeline.md)")
+        ->excludes(config_option);
     command->add_option("--model-path", options->model_path,
-                        "Checkpoint directory (sets the config's model_path)");
+                        "Checkpoint directory (sets the config's model_path; default of the "
+                        "built-in pipeline: the generated tiny Qwen3 checkpoint)");
     command->add_option("--model-name", options->model_name,
                         "Model id clients use (default: the config's name, else model_path)");
     command->add_option("--host", options->host, "Address to bind (default 127.0.0.1)");

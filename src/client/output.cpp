@@ -6,8 +6,11 @@
 namespace omnirt::client {
 namespace {
 
-constexpr std::array<std::string_view, 6> kResultKeys = {"text",          "audio", "transcript",
-                                                         "finish_reason", "usage", "sample_rate"};
+constexpr std::array<std::string_view, 7> kResultKeys = {
+    "text", "audio", "transcript", "finish_reason", "usage", "sample_rate", "logprobs"};
+// Bounds on what one entry may hold (a hostile stage cannot make the server build huge answers).
+constexpr std::size_t kMaxTokenBytes = 1 << 16;
+constexpr std::size_t kMaxTopLogprobs = 64;
 
 Error bad(std::string_view where, std::string_view what) {
     return Error{ErrorCode::invalid_argument,
@@ -57,6 +60,63 @@ Result<TokenUsage> usage_field(const Map& map) {
     return usage;
 }
 
+Result<TokenLogprob> logprob_entry(const Value& value, const std::string& where, bool nested) {
+    const Map* map = value.if_map();
+    if (map == nullptr) return std::unexpected(bad(where, "must be a map"));
+    TokenLogprob out;
+    const Value* token = find(*map, "token");
+    if (token == nullptr || !token->is_string() || token->as_string().size() > kMaxTokenBytes) {
+        return std::unexpected(bad(where + ".token", "must be a string"));
+    }
+    out.token = token->as_string();
+    const Value* logprob = find(*map, "logprob");
+    if (logprob == nullptr || !logprob->is_number() || logprob->as_number() > 0) {
+        return std::unexpected(bad(where + ".logprob", "must be a number <= 0"));
+    }
+    out.logprob = logprob->as_number();
+    if (const Value* bytes = find(*map, "bytes")) {
+        const List* list = bytes->if_list();
+        if (list == nullptr || list->size() > kMaxTokenBytes) {
+            return std::unexpected(bad(where + ".bytes", "must be a list of bytes"));
+        }
+        for (const Value& byte : *list) {
+            const std::int64_t* b = byte.if_int();
+            if (b == nullptr || *b < 0 || *b > 255) {
+                return std::unexpected(bad(where + ".bytes", "must hold integers in [0, 255]"));
+            }
+            out.bytes.push_back(static_cast<std::uint8_t>(*b));
+        }
+    }
+    const Value* top = find(*map, "top_logprobs");
+    if (top == nullptr) return out;
+    const List* list = top->if_list();
+    if (nested || list == nullptr || list->size() > kMaxTopLogprobs) {
+        return std::unexpected(bad(where + ".top_logprobs", "must be a list of entries"));
+    }
+    for (std::size_t i = 0; i < list->size(); ++i) {
+        OMNI_TRY(TokenLogprob alternative,
+                 logprob_entry((*list)[i], where + ".top_logprobs[" + std::to_string(i) + "]",
+                               /*nested=*/true));
+        out.top.push_back(std::move(alternative));
+    }
+    return out;
+}
+
+Result<std::optional<std::vector<TokenLogprob>>> logprobs_field(const Map& map) {
+    const Value* value = find(map, "logprobs");
+    if (value == nullptr) return std::optional<std::vector<TokenLogprob>>{};
+    const List* list = value->if_list();
+    if (list == nullptr) return std::unexpected(bad("logprobs", "must be a list"));
+    std::vector<TokenLogprob> out;
+    out.reserve(list->size());
+    for (std::size_t i = 0; i < list->size(); ++i) {
+        OMNI_TRY(TokenLogprob entry,
+                 logprob_entry((*list)[i], "logprobs[" + std::to_string(i) + "]", false));
+        out.push_back(std::move(entry));
+    }
+    return std::optional<std::vector<TokenLogprob>>{std::move(out)};
+}
+
 bool looks_like_output(const Map& map) {
     for (auto key : kResultKeys) {
         if (map.contains(key)) return true;
@@ -70,6 +130,8 @@ Status add_part(const Map& map, FinalOutput& out) {
     OMNI_TRY(auto finish, string_field(map, "finish_reason"));
     OMNI_TRY(auto audio, audio_field(map));
     OMNI_TRY(TokenUsage usage, usage_field(map));
+    OMNI_TRY(auto logprobs, logprobs_field(map));
+    if (logprobs && !out.logprobs) out.logprobs = std::move(logprobs);
     if (text) out.text = out.text.value_or("") + *text;
     if (transcript && out.transcript.empty()) out.transcript = *transcript;
     if (finish && out.finish_reason.empty()) out.finish_reason = *finish;
@@ -88,6 +150,8 @@ Result<OutputDelta> parse_chunk(const Value& chunk) {
     OMNI_TRY(auto text, string_field(*map, "text"));
     if (text) delta.text = std::move(*text);
     OMNI_TRY(delta.audio, audio_field(*map));
+    OMNI_TRY(auto logprobs, logprobs_field(*map));
+    if (logprobs) delta.logprobs = std::move(*logprobs);
     return delta;
 }
 

@@ -56,6 +56,71 @@ TEST(OutputChunk, WrongTypesNameTheKey) {
     EXPECT_FALSE(parse_chunk(Map{{"audio", bad_dtype}, {"sample_rate", 24000}}).has_value());
 }
 
+Value entry(const char* token, double logprob, List top = {}) {
+    Map out{{"token", token}, {"logprob", logprob}, {"bytes", List{Value(104), Value(105)}}};
+    if (!top.empty()) out.emplace("top_logprobs", Value(std::move(top)));
+    return Value(std::move(out));
+}
+
+TEST(OutputChunk, LogprobEntries) {
+    auto delta = parse_chunk(
+        Map{{"text", "hi"},
+            {"logprobs", List{entry("hi", -0.25, List{entry("hi", -0.25), entry("ho", -2.0)})}}});
+    ASSERT_TRUE(delta.has_value()) << delta.error().to_string();
+    ASSERT_EQ(delta->logprobs.size(), 1u);
+    const TokenLogprob& got = delta->logprobs[0];
+    EXPECT_EQ(got.token, "hi");
+    EXPECT_DOUBLE_EQ(got.logprob, -0.25);
+    EXPECT_EQ(got.bytes, (std::vector<std::uint8_t>{104, 105}));
+    ASSERT_EQ(got.top.size(), 2u);
+    EXPECT_EQ(got.top[1].token, "ho");
+    EXPECT_DOUBLE_EQ(got.top[1].logprob, -2.0);
+    // A chunk with only log probabilities is not empty (a token that adds no text yet).
+    auto only = parse_chunk(Map{{"logprobs", List{entry("\xe4", -1.0)}}});
+    ASSERT_TRUE(only.has_value());
+    EXPECT_FALSE(only->empty());
+
+    auto result = parse_result(Map{{"text", "hi"}, {"logprobs", List{entry("hi", -0.5)}}});
+    ASSERT_TRUE(result.has_value());
+    ASSERT_TRUE(result->logprobs);
+    EXPECT_EQ(result->logprobs->size(), 1u);
+    auto without = parse_result(Map{{"text", "hi"}});
+    ASSERT_TRUE(without.has_value());
+    EXPECT_FALSE(without->logprobs);
+}
+
+TEST(OutputChunk, MalformedLogprobsNameTheField) {
+    struct Case {
+        Value logprobs;
+        const char* field;
+    };
+    std::vector<Case> cases = {
+        {Value("x"), "'logprobs'"},
+        {List{Value(3)}, "'logprobs[0]'"},
+        {List{Value(Map{{"logprob", -1.0}})}, "'logprobs[0].token'"},
+        {List{Value(Map{{"token", "a"}})}, "'logprobs[0].logprob'"},
+        {List{Value(Map{{"token", "a"}, {"logprob", 0.5}})}, "'logprobs[0].logprob'"},
+        {List{Value(Map{{"token", "a"}, {"logprob", -1.0}, {"bytes", List{Value(256)}}})},
+         "'logprobs[0].bytes'"},
+        {List{Value(Map{{"token", "a"}, {"logprob", -1.0}, {"bytes", "ab"}})},
+         "'logprobs[0].bytes'"},
+        {List{Value(Map{{"token", "a"}, {"logprob", -1.0}, {"top_logprobs", 1}})},
+         "'logprobs[0].top_logprobs'"},
+        {List{entry("a", -1.0, List{entry("b", -1.0, List{entry("c", -1.0)})})},
+         "'logprobs[0].top_logprobs[0].top_logprobs'"},
+    };
+    List many;
+    for (int i = 0; i < 65; ++i) many.push_back(entry("t", -1.0));
+    cases.push_back({List{entry("a", -1.0, std::move(many))}, "'logprobs[0].top_logprobs'"});
+    for (const auto& c : cases) {
+        auto delta = parse_chunk(Map{{"logprobs", c.logprobs}});
+        ASSERT_FALSE(delta.has_value()) << c.field;
+        EXPECT_EQ(delta.error().code, ErrorCode::invalid_argument);
+        EXPECT_NE(delta.error().message.find(c.field), std::string::npos) << delta.error().message;
+        EXPECT_FALSE(parse_result(Map{{"text", "t"}, {"logprobs", c.logprobs}}).has_value());
+    }
+}
+
 TEST(OutputResult, OneTerminalStage) {
     auto out = parse_result(Map{{"text", "hi."},
                                 {"finish_reason", "length"},

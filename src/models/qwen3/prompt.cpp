@@ -87,17 +87,23 @@ Result<std::vector<text::ChatMessage>> parse_chat_messages(const Value& messages
     return out;
 }
 
+Result<std::string> render_chat_prompt(const Value& messages, bool enable_thinking,
+                                       bool add_generation_prompt, const std::string& who) {
+    auto chat = parse_chat_messages(messages);
+    if (!chat) return fail(chat.error().with_context(who));
+    auto rendered =
+        text::format_chat(*chat, add_generation_prompt, {.enable_thinking = enable_thinking});
+    if (!rendered) return fail(invalid(who, rendered.error().message));
+    return std::move(*rendered);
+}
+
 Result<std::vector<std::int32_t>> qwen3_prompt_ids(const OmniRequest& request,
                                                    const text::Tokenizer& tokenizer,
                                                    bool enable_thinking, const std::string& who) {
     std::string prompt;
     if (const Value* messages = request.inputs.find("messages"); messages && !messages->is_null()) {
-        auto chat = parse_chat_messages(*messages);
-        if (!chat) return fail(chat.error().with_context(who));
-        auto rendered = text::format_chat(*chat, /*add_generation_prompt=*/true,
-                                          {.enable_thinking = enable_thinking});
-        if (!rendered) return fail(invalid(who, rendered.error().message));
-        prompt = std::move(*rendered);
+        OMNI_TRY(prompt, render_chat_prompt(*messages, enable_thinking,
+                                            /*add_generation_prompt=*/true, who));
     } else if (const Value* given = request.inputs.find("prompt"); given && !given->is_null()) {
         if (const List* list = given->if_list()) {
             if (list->empty()) return fail(invalid(who, "inputs.prompt is empty"));

@@ -29,6 +29,12 @@ namespace omnirt::models::qwen3 {
 // for a malformed entry; unimplemented for media parts.
 [[nodiscard]] Result<std::vector<text::ChatMessage>> parse_chat_messages(const Value& messages);
 
+// inputs.messages rendered with the Qwen3 ChatML template (and the generation prompt when
+// asked). Errors as parse_chat_messages, prefixed with `who`.
+[[nodiscard]] Result<std::string> render_chat_prompt(const Value& messages, bool enable_thinking,
+                                                     bool add_generation_prompt,
+                                                     const std::string& who);
+
 // The prompt ids of `request` (layouts above). `who` starts error messages ("qwen3.preprocess").
 // invalid_argument for a malformed or empty prompt or an id outside the tokenizer's vocabulary.
 [[nodiscard]] Result<std::vector<std::int32_t>> qwen3_prompt_ids(const OmniRequest& request,

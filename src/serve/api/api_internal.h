@@ -6,14 +6,17 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "client/client.h"
+#include "client/output.h"
 #include "media/audio.h"
 #include "serve/api/api_server.h"
 #include "serve/api/metrics.h"
 #include "serve/api/work_pool.h"
 #include "serve/http/http_server.h"
 #include "serve/openai/protocol_error.h"
+#include "serve/openai/responses.h"
 
 namespace omnirt::serve::api {
 
@@ -87,6 +90,10 @@ bool authorized(Exchange& exchange);
 // error (non-streamed responses collect every audio delta this way).
 [[nodiscard]] Status append_audio(media::AudioBuffer& into, const media::AudioBuffer& audio);
 
+// The client output protocol's log probabilities in the OpenAI layer's form.
+[[nodiscard]] std::vector<openai::TokenLogprob> openai_logprobs(
+    const std::vector<client::TokenLogprob>& logprobs);
+
 // 404 when `model` is neither empty nor the served model's name.
 [[nodiscard]] openai::ProtocolStatus check_model(const ApiState& state, const std::string& model);
 
@@ -100,5 +107,7 @@ bool authorized(Exchange& exchange);
 [[nodiscard]] Status add_info_routes(ApiState& state);
 [[nodiscard]] Status add_chat_route(ApiState& state);
 [[nodiscard]] Status add_speech_route(ApiState& state);
+[[nodiscard]] Status add_completion_route(ApiState& state);
+[[nodiscard]] Status add_tokenize_routes(ApiState& state);
 
 }  // namespace omnirt::serve::api

@@ -148,6 +148,19 @@ Status append_audio(media::AudioBuffer& into, const media::AudioBuffer& audio) {
     return {};
 }
 
+std::vector<openai::TokenLogprob> openai_logprobs(
+    const std::vector<client::TokenLogprob>& logprobs) {
+    std::vector<openai::TokenLogprob> out;
+    out.reserve(logprobs.size());
+    for (const client::TokenLogprob& entry : logprobs) {
+        out.push_back(openai::TokenLogprob{.token = entry.token,
+                                           .logprob = entry.logprob,
+                                           .bytes = entry.bytes,
+                                           .top = openai_logprobs(entry.top)});
+    }
+    return out;
+}
+
 openai::ProtocolStatus check_model(const ApiState& state, const std::string& model) {
     if (model.empty() || model == state.options.model_name) return {};
     return unexpected<openai::ProtocolError>(
@@ -192,6 +205,8 @@ Result<std::unique_ptr<ApiServer>> ApiServer::create(ApiServerOptions options,
     OMNI_RETURN_IF_ERROR(add_info_routes(*state));
     OMNI_RETURN_IF_ERROR(add_chat_route(*state));
     OMNI_RETURN_IF_ERROR(add_speech_route(*state));
+    OMNI_RETURN_IF_ERROR(add_completion_route(*state));
+    OMNI_RETURN_IF_ERROR(add_tokenize_routes(*state));
     return std::unique_ptr<ApiServer>(new ApiServer(std::move(state)));
 }
 

@@ -4,7 +4,9 @@
 //   GET  /health                 200 / 503 with per-stage state
 //   GET  /v1/models              the served model
 //   POST /v1/chat/completions    text and audio, streaming (SSE) or not
+//   POST /v1/completions         text completions of a prompt (string or token ids)
 //   POST /v1/audio/speech        audio in wav / pcm / flac / opus / mp3, or SSE
+//   POST /tokenize, /detokenize  the model's tokenizer (vLLM shape; needs a tokenizer)
 //   GET  /metrics                Prometheus text
 //   POST /start_profile, /stop_profile
 //
@@ -26,6 +28,10 @@
 #include "serve/http/http_server.h"
 #include "serve/openai/limits.h"
 
+namespace omnirt::text {
+class Tokenizer;
+}
+
 namespace omnirt::serve::api {
 
 struct ApiServerOptions {
@@ -37,6 +43,10 @@ struct ApiServerOptions {
     // Where profiler traces go: start_profile writes {dir}/trace-{stage}-{pid}.json templates.
     std::string profile_dir = "/tmp/omnirt-profile";
     int worker_threads = 2;  // the pool for whole-file audio encoding
+    // The served model's tokenizer, for /tokenize and /detokenize (without one they answer
+    // 404), and its context length (reported as max_model_len; 0: unknown).
+    std::shared_ptr<const text::Tokenizer> tokenizer;
+    std::int64_t max_model_len = 0;
     openai::RequestLimits limits;
     openai::MediaPolicy media;
     http::HttpServerOptions http;

@@ -54,6 +54,11 @@ class ChatCall final : public GenerationCall {
         if (!delta.text.empty()) timing_.text();
         if (delta.audio) timing_.audio();
         text_ += delta.text;
+        const bool with_logprobs = request_.logprobs && !delta.logprobs.empty();
+        if (with_logprobs && !streaming()) {
+            auto entries = openai_logprobs(delta.logprobs);
+            logprobs_.insert(logprobs_.end(), entries.begin(), entries.end());
+        }
         if (!streaming()) {
             if (delta.audio) {
                 if (auto appended = append_audio(audio_, *delta.audio); !appended) {
@@ -63,7 +68,14 @@ class ChatCall final : public GenerationCall {
             return;
         }
         ensure_head();
-        write_text(delta.text);
+        if (with_logprobs && has_modality(request_, "text")) {
+            // The text and its tokens' log probabilities in one chunk (text may be "" while a
+            // character is incomplete).
+            exchange().write(openai::chat_chunk_content(context_, delta.text,
+                                                        openai_logprobs(delta.logprobs)));
+        } else {
+            write_text(delta.text);
+        }
         if (delta.audio && request_.wants_audio()) {
             auto bytes = encoder_.push(*delta.audio);
             if (!bytes) {
@@ -124,6 +136,9 @@ class ChatCall final : public GenerationCall {
                                           .finish_reason = finish_reason,
                                           .usage = usage};
         if (has_modality(request_, "text")) completion.content = text;
+        if (request_.logprobs) {
+            completion.logprobs = result.logprobs ? openai_logprobs(*result.logprobs) : logprobs_;
+        }
         if (request_.wants_audio()) {
             const media::AudioBuffer& audio = result.audio ? *result.audio : audio_;
             if (!audio.samples.empty()) {
@@ -146,6 +161,7 @@ class ChatCall final : public GenerationCall {
     openai::ChunkContext context_;
     std::string audio_id_;
     std::string text_;          // the text deltas so far
+    std::vector<openai::TokenLogprob> logprobs_;  // non-streaming: the chunks' log probabilities
     media::AudioBuffer audio_;  // non-streaming: the audio deltas, for results without audio
     client::AudioResponseEncoder encoder_;
     media::AudioFormat format_;

@@ -65,7 +65,12 @@ OmniRequest to_omni_request(const ChatRequest& request) {
     out.inputs = Value(std::move(inputs));
 
     Map params;
-    params.emplace("sampling", sampling_to_value(request.sampling));
+    Value sampling = sampling_to_value(request.sampling);
+    if (request.logprobs) {
+        sampling["logprobs"] = Value(true);
+        sampling["top_logprobs"] = Value(request.top_logprobs.value_or(0));
+    }
+    params.emplace("sampling", std::move(sampling));
     put_stage_overrides(request.stage_sampling, request.stage_params, params);
     if (request.max_tokens) params.emplace("max_tokens", Value(*request.max_tokens));
     params.emplace("stop", string_list(request.stop));

@@ -52,6 +52,8 @@ struct ChatRequest {
     std::vector<std::string> stop;           // a string becomes one entry
     bool stream = false;
     bool include_usage = false;  // stream_options.include_usage
+    bool logprobs = false;                   // log probabilities of the output tokens
+    std::optional<std::int64_t> top_logprobs;  // [0, 20] alternatives per token; needs logprobs
     std::map<std::string, SamplingParams> stage_sampling;
     std::map<std::string, Value> stage_params;  // each value is a map
     friend bool operator==(const ChatRequest&, const ChatRequest&) = default;
@@ -68,7 +70,7 @@ struct ChatRequest {
 //   text part  {"type": "text", "text"}
 //   media part {"type": "image"|"audio"|"video", "mime", "source": "bytes"|"path"|"remote_url",
 //               "data": Bytes | "path": str | "url": str, "detail"? (images)}
-// params {"sampling": {...}, "stage_sampling": {stage: {...}}, "stage_params": {stage: {...}},
+// params {"sampling": {..., "logprobs"?: true, "top_logprobs"?: n}, "stage_sampling": {stage: {...}}, "stage_params": {stage: {...}},
 //         "max_tokens"?, "stop": [...], "seed"?, "stream": bool}
 // metadata {"api": "chat.completions", "model"}
 [[nodiscard]] OmniRequest to_omni_request(const ChatRequest& request);

@@ -185,4 +185,10 @@ ProtocolResult<std::optional<double>> read_number(const Json& object, std::strin
     return std::optional<double>(value);
 }
 
+bool is_token_id(const nlohmann::json& value) {
+    if (value.is_number_unsigned()) return value.get<std::uint64_t>() <= INT32_MAX;
+    return value.is_number_integer() && value.get<std::int64_t>() >= 0 &&
+           value.get<std::int64_t>() <= INT32_MAX;
+}
+
 }  // namespace omnirt::serve::openai

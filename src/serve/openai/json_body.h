@@ -43,4 +43,7 @@ namespace omnirt::serve::openai {
                                                                 std::string_view key,
                                                                 std::string_view parent);
 
+// A JSON integer in [0, 2^31): a token id (the vocabulary check is the model's).
+[[nodiscard]] bool is_token_id(const nlohmann::json& value);
+
 }  // namespace omnirt::serve::openai

@@ -22,14 +22,65 @@ Json usage_json(const Usage& usage) {
                 {"total_tokens", usage.prompt_tokens + usage.completion_tokens}};
 }
 
-Json chunk(const ChunkContext& context, Json delta, const Json& finish_reason) {
+Json logprob_json(const TokenLogprob& entry, bool with_top) {
+    Json out{{"token", entry.token}, {"logprob", entry.logprob}, {"bytes", entry.bytes}};
+    if (with_top) {
+        Json top = Json::array();
+        for (const TokenLogprob& alternative : entry.top) top.push_back(logprob_json(alternative, false));
+        out["top_logprobs"] = std::move(top);
+    }
+    return out;
+}
+
+// Chat's {"content": [...]}, or null.
+Json chat_logprobs(const std::optional<std::vector<TokenLogprob>>& logprobs) {
+    if (!logprobs) return nullptr;
+    Json content = Json::array();
+    for (const TokenLogprob& entry : *logprobs) content.push_back(logprob_json(entry, true));
+    return Json{{"content", std::move(content)}};
+}
+
+// Characters (code points) of UTF-8 text: what text_offset counts, as in Python's len().
+std::int64_t code_points(std::string_view text) {
+    std::int64_t count = 0;
+    for (unsigned char c : text) count += (c & 0xC0) != 0x80 ? 1 : 0;
+    return count;
+}
+
+// The completions API's four parallel arrays, or null.
+Json completion_logprobs(const std::optional<std::vector<TokenLogprob>>& logprobs,
+                         std::int64_t text_offset) {
+    if (!logprobs) return nullptr;
+    Json tokens = Json::array(), token_logprobs = Json::array(), top = Json::array(),
+         offsets = Json::array();
+    for (const TokenLogprob& entry : *logprobs) {
+        tokens.push_back(entry.token);
+        token_logprobs.push_back(entry.logprob);
+        Json alternatives = Json::object();
+        for (const TokenLogprob& alternative : entry.top) {
+            // Two alternatives may read the same (partial characters); the likelier one stays.
+            if (!alternatives.contains(alternative.token))
+                alternatives[alternative.token] = alternative.logprob;
+        }
+        top.push_back(std::move(alternatives));
+        offsets.push_back(text_offset);
+        text_offset += code_points(entry.token);
+    }
+    return Json{{"tokens", std::move(tokens)},
+                {"token_logprobs", std::move(token_logprobs)},
+                {"top_logprobs", std::move(top)},
+                {"text_offset", std::move(offsets)}};
+}
+
+Json chunk(const ChunkContext& context, Json delta, const Json& finish_reason,
+           Json logprobs = nullptr) {
     Json out{{"id", context.id},
              {"object", "chat.completion.chunk"},
              {"created", context.created},
              {"model", context.model},
              {"choices", Json::array({Json{{"index", 0},
                                            {"delta", std::move(delta)},
-                                           {"logprobs", nullptr},
+                                           {"logprobs", std::move(logprobs)},
                                            {"finish_reason", finish_reason}}})}};
     if (context.include_usage) out["usage"] = nullptr;
     return out;
@@ -58,6 +109,7 @@ std::string hex_id(std::string_view prefix, std::uint64_t seed) {
 
 std::string completion_id(std::uint64_t seed) { return hex_id("chatcmpl-", seed); }
 std::string audio_id(std::uint64_t seed) { return hex_id("audio_", seed); }
+std::string text_completion_id(std::uint64_t seed) { return hex_id("cmpl-", seed); }
 
 std::string chat_completion_json(const ChatCompletion& completion) {
     Json message{{"role", "assistant"},
@@ -76,7 +128,7 @@ std::string chat_completion_json(const ChatCompletion& completion) {
                    {"model", completion.model},
                    {"choices", Json::array({Json{{"index", 0},
                                                  {"message", std::move(message)},
-                                                 {"logprobs", nullptr},
+                                                 {"logprobs", chat_logprobs(completion.logprobs)},
                                                  {"finish_reason", completion.finish_reason}}})},
                    {"usage", usage_json(completion.usage)}};
     return dump(out);
@@ -86,8 +138,10 @@ std::string chat_chunk_role(const ChunkContext& context) {
     return sse(chunk(context, Json{{"role", "assistant"}, {"content", ""}}, nullptr));
 }
 
-std::string chat_chunk_content(const ChunkContext& context, std::string_view text) {
-    return sse(chunk(context, Json{{"content", std::string(text)}}, nullptr));
+std::string chat_chunk_content(const ChunkContext& context, std::string_view text,
+                               const std::optional<std::vector<TokenLogprob>>& logprobs) {
+    return sse(
+        chunk(context, Json{{"content", std::string(text)}}, nullptr, chat_logprobs(logprobs)));
 }
 
 std::string chat_chunk_audio(const ChunkContext& context, std::string_view audio_id,
@@ -113,6 +167,57 @@ std::string chat_chunk_usage(const ChunkContext& context, const Usage& usage) {
 }
 
 std::string sse_done() { return "data: [DONE]\n\n"; }
+
+namespace {
+Json completion_object(const std::string& id, std::int64_t created, const std::string& model,
+                       Json choice) {
+    return Json{{"id", id},
+                {"object", "text_completion"},
+                {"created", created},
+                {"model", model},
+                {"choices", Json::array({std::move(choice)})}};
+}
+}  // namespace
+
+std::string text_completion_json(const TextCompletion& completion) {
+    Json out = completion_object(
+        completion.id, completion.created, completion.model,
+        Json{{"index", 0},
+             {"text", completion.text},
+             {"logprobs", completion_logprobs(completion.logprobs, 0)},
+             {"finish_reason", completion.finish_reason}});
+    out["usage"] = usage_json(completion.usage);
+    return dump(out);
+}
+
+std::string text_completion_chunk(const ChunkContext& context, std::string_view text,
+                                  const std::optional<std::vector<TokenLogprob>>& logprobs,
+                                  std::int64_t text_offset) {
+    Json out = completion_object(context.id, context.created, context.model,
+                                 Json{{"index", 0},
+                                      {"text", std::string(text)},
+                                      {"logprobs", completion_logprobs(logprobs, text_offset)},
+                                      {"finish_reason", nullptr}});
+    if (context.include_usage) out["usage"] = nullptr;
+    return sse(out);
+}
+
+std::string text_completion_finish(const ChunkContext& context, std::string_view finish_reason) {
+    Json out = completion_object(context.id, context.created, context.model,
+                                 Json{{"index", 0},
+                                      {"text", ""},
+                                      {"logprobs", nullptr},
+                                      {"finish_reason", std::string(finish_reason)}});
+    if (context.include_usage) out["usage"] = nullptr;
+    return sse(out);
+}
+
+std::string text_completion_usage(const ChunkContext& context, const Usage& usage) {
+    Json out = completion_object(context.id, context.created, context.model, nullptr);
+    out["choices"] = Json::array();
+    out["usage"] = usage_json(usage);
+    return sse(out);
+}
 
 std::string speech_audio_delta_event(std::span<const std::uint8_t> audio) {
     return sse(Json{{"type", "speech.audio.delta"}, {"audio", base64_encode(audio)}});

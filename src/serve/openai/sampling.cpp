@@ -1,5 +1,6 @@
 #include "serve/openai/sampling.h"
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -42,6 +43,30 @@ ProtocolResult<std::optional<double>> ranged(const nlohmann::json& object, std::
     return value;
 }
 
+constexpr std::size_t kMaxStopTokenIds = 1024;
+
+ProtocolResult<std::optional<std::vector<std::int64_t>>> read_token_ids(
+    const nlohmann::json& object, std::string_view key, std::string_view parent) {
+    const auto it = object.find(key);
+    if (it == object.end() || it->is_null()) return std::optional<std::vector<std::int64_t>>{};
+    const std::string path = field_path(parent, key);
+    if (!it->is_array() || it->size() > kMaxStopTokenIds) {
+        return invalid_request(path, "'" + path + "' must be an array of at most " +
+                                         std::to_string(kMaxStopTokenIds) + " token ids");
+    }
+    std::vector<std::int64_t> ids;
+    for (std::size_t i = 0; i < it->size(); ++i) {
+        const nlohmann::json& id = (*it)[i];
+        const bool in_range = is_token_id(id);
+        if (!in_range) {
+            const std::string item = index_path(path, i);
+            return invalid_request(item, "'" + item + "' must be a token id (an integer >= 0)");
+        }
+        ids.push_back(id.get<std::int64_t>());
+    }
+    return std::optional<std::vector<std::int64_t>>{std::move(ids)};
+}
+
 }  // namespace
 
 ProtocolResult<SamplingParams> parse_sampling(const nlohmann::json& object,
@@ -63,6 +88,14 @@ ProtocolResult<SamplingParams> parse_sampling(const nlohmann::json& object,
                                          std::to_string(*out.top_k));
     }
     OMNI_TRY_P(out.seed, read_int(object, "seed", parent));
+    OMNI_TRY_P(out.min_tokens, read_int(object, "min_tokens", parent));
+    if (out.min_tokens && *out.min_tokens < 0) {
+        const std::string path = field_path(parent, "min_tokens");
+        return invalid_request(path, "'" + path + "' must be >= 0, got " +
+                                         std::to_string(*out.min_tokens));
+    }
+    OMNI_TRY_P(out.ignore_eos, read_bool(object, "ignore_eos", parent));
+    OMNI_TRY_P(out.stop_token_ids, read_token_ids(object, "stop_token_ids", parent));
     return out;
 }
 
@@ -79,6 +112,13 @@ Value sampling_to_value(const SamplingParams& sampling) {
     put("frequency_penalty", sampling.frequency_penalty);
     put("repetition_penalty", sampling.repetition_penalty);
     put("seed", sampling.seed);
+    put("min_tokens", sampling.min_tokens);
+    put("ignore_eos", sampling.ignore_eos);
+    if (sampling.stop_token_ids) {
+        List ids;
+        for (std::int64_t id : *sampling.stop_token_ids) ids.emplace_back(id);
+        map.emplace("stop_token_ids", Value(std::move(ids)));
+    }
     return Value(std::move(map));
 }
 
