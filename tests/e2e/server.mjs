@@ -35,11 +35,14 @@ process.on('exit', () => {
 // Resolves once the server printed its listening line; rejects when it exits first or does not
 // get there within `startTimeoutMs` (it is then killed).
 //   args: extra `omnirt serve` arguments (--port and --host are set here).
+//   pipeline: 'demo' (default) adds --demo unless args name a --config; 'default' serves what
+//     `omnirt serve` runs without arguments (Qwen3 chat on the generated tiny checkpoint).
 //   stopTimeoutMs: how long stop() waits after SIGTERM before it kills the server and fails.
 export async function startServer({ args = [], startTimeoutMs = 60_000, stopTimeoutMs = 30_000,
-                                    env = {} } = {}) {
+                                    env = {}, pipeline = 'demo' } = {}) {
     const binary = omnirtBinary();
     const argv = ['serve', '--host', '127.0.0.1', '--port', '0', ...args];
+    if (pipeline === 'demo' && !args.includes('--config')) argv.push('--demo');
     const proc = spawn(binary, argv, {
         cwd: repoRoot,
         env: { ...process.env, ...env },
