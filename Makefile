@@ -1,6 +1,6 @@
 # Every target sets up the machine (Debian packages), configures and builds as needed.
 #   make build     build everything (build/)
-#   make serve     build and run `omnirt serve` (the demo pipeline) on 127.0.0.1:8000
+#   make serve     build and run `omnirt serve` (Qwen3 chat, tiny checkpoint) on 127.0.0.1:8000
 #   make test      build and run every test
 #   make sanitize  build (build-asan/) and run the suite under ASan + UBSan
 #   make fuzz      build the libFuzzer targets with clang-14 and fuzz each decoder briefly
