@@ -39,8 +39,8 @@ Result<std::string> default_tiny_checkpoint() {
     if (fs::exists(target / "config.json", ec)) return target.string();
     fs::create_directories(cache, ec);
     if (ec) {
-        return fail(ErrorCode::unavailable,
-                    "cannot create " + cache.string() + " for the tiny checkpoint: " + ec.message());
+        return fail(ErrorCode::unavailable, "cannot create " + cache.string() +
+                                                " for the tiny checkpoint: " + ec.message());
     }
     const fs::path staging =
         cache / (std::string(kTinyCheckpointName) + ".tmp-" + std::to_string(::getpid()));
@@ -48,15 +48,16 @@ Result<std::string> default_tiny_checkpoint() {
     auto made = models::qwen3::make_checkpoint(staging, {.preset = "tiny", .seed = 0});
     if (!made) {
         fs::remove_all(staging, ec);
-        return fail(made.error().with_context("writing the tiny checkpoint to " + staging.string()));
+        return fail(
+            made.error().with_context("writing the tiny checkpoint to " + staging.string()));
     }
     fs::rename(staging, target, ec);
     if (ec) {
         // Another process put its copy in place first: use that one.
         fs::remove_all(staging, ec);
         if (!fs::exists(target / "config.json", ec)) {
-            return fail(ErrorCode::unavailable, "cannot move the tiny checkpoint into " +
-                                                    target.string());
+            return fail(ErrorCode::unavailable,
+                        "cannot move the tiny checkpoint into " + target.string());
         }
     }
     return target.string();
@@ -65,19 +66,20 @@ Result<std::string> default_tiny_checkpoint() {
 Result<std::string> qwen3_plugin_path() {
     if (auto path = env("OMNIRT_QWEN3_PLUGIN"); !path.empty()) {
         if (!fs::exists(path)) {
-            return fail(ErrorCode::not_found, "OMNIRT_QWEN3_PLUGIN names " + path +
-                                                  ", which does not exist");
+            return fail(ErrorCode::not_found,
+                        "OMNIRT_QWEN3_PLUGIN names " + path + ", which does not exist");
         }
         return path;
     }
     std::error_code ec;
     const fs::path self = fs::read_symlink("/proc/self/exe", ec);
-    const fs::path path = (ec ? fs::path("bin") : self.parent_path()) / ".." / "lib" /
-                          "libomnirt_qwen3_plugin.so";
+    const fs::path path =
+        (ec ? fs::path("bin") : self.parent_path()) / ".." / "lib" / "libomnirt_qwen3_plugin.so";
     if (!fs::exists(path, ec)) {
         return fail(ErrorCode::not_found,
                     "the default pipeline needs the Qwen3 plugin (the stage that links libtorch) "
-                    "at " + path.lexically_normal().string() +
+                    "at " +
+                        path.lexically_normal().string() +
                         "; build it (make build), set OMNIRT_QWEN3_PLUGIN, or run "
                         "`omnirt serve --demo` for the model-free demo pipeline");
     }

@@ -50,7 +50,8 @@ Result<config::PipelineConfig> load_config(const ServeOptions& options) {
     config::LoadOptions load{.overrides = options.overrides};
     if (!options.config.empty() || options.demo) {
         // --model-path wins over a --set of model_path.
-        if (!options.model_path.empty()) load.overrides.push_back("model_path=" + options.model_path);
+        if (!options.model_path.empty())
+            load.overrides.push_back("model_path=" + options.model_path);
         if (options.demo) {
             return config::load_pipeline_text(demo_pipeline_yaml(), "<built-in demo pipeline>",
                                               load);
@@ -72,8 +73,7 @@ Result<config::PipelineConfig> load_config(const ServeOptions& options) {
 
 // The tokenizer and context length of the pipeline's checkpoint, for /tokenize and
 // /detokenize; none when model_path holds no tokenizer.json (e.g. the demo).
-void load_model_files(const config::PipelineConfig& config,
-                      serve::api::ApiServerOptions& options) {
+void load_model_files(const config::PipelineConfig& config, serve::api::ApiServerOptions& options) {
     const std::filesystem::path directory(config.model_path);
     std::error_code ec;
     if (config.model_path.empty() || !std::filesystem::exists(directory / "tokenizer.json", ec)) {

@@ -19,7 +19,8 @@ Result<text::ContentPart> content_part(const Value& part, const std::string& whe
     if (type->as_string() == "text") {
         const Value* text = part.find("text");
         if (text == nullptr || !text->is_string()) {
-            return fail(ErrorCode::invalid_argument, where + " (a text part) needs a string 'text'");
+            return fail(ErrorCode::invalid_argument,
+                        where + " (a text part) needs a string 'text'");
         }
         return text::ContentPart{.kind = text::ContentKind::text, .text = text->as_string()};
     }

@@ -41,9 +41,8 @@ Result<bool> enable_thinking_of(const OmniRequest& request, const std::string& s
     const Value* flag = mine != nullptr ? mine->find("enable_thinking") : nullptr;
     if (flag == nullptr || flag->is_null()) return fallback;
     if (!flag->is_bool()) {
-        return fail(ErrorCode::invalid_argument,
-                    "qwen3.preprocess: params.stage_params." + stage +
-                        ".enable_thinking must be a boolean");
+        return fail(ErrorCode::invalid_argument, "qwen3.preprocess: params.stage_params." + stage +
+                                                     ".enable_thinking must be a boolean");
     }
     return flag->as_bool();
 }
@@ -122,8 +121,8 @@ Result<std::unique_ptr<pipeline::Scheduler>> make_decode_stage(
             if (!state.user.has_value()) state.user = DecodeState{};
             auto& mine = std::any_cast<DecodeState&>(state.user);
             Map out;
-            if (const Value* text = chunk.chunk.find("text"); text && text->is_string() &&
-                                                               !text->as_string().empty()) {
+            if (const Value* text = chunk.chunk.find("text");
+                text && text->is_string() && !text->as_string().empty()) {
                 out.emplace("text", *text);
             }
             if (const Value* logprob = chunk.chunk.find("logprob")) {
@@ -149,7 +148,8 @@ Result<std::unique_ptr<pipeline::Scheduler>> make_decode_stage(
             }
             if (state.user.has_value()) {
                 auto& mine = std::any_cast<DecodeState&>(state.user);
-                if (!mine.logprobs.empty()) data.emplace("logprobs", Value(std::move(mine.logprobs)));
+                if (!mine.logprobs.empty())
+                    data.emplace("logprobs", Value(std::move(mine.logprobs)));
             }
             return StagePayload{.request_id = input.request_id,
                                 .request = input.request,
@@ -171,8 +171,8 @@ Status register_qwen3_text_stages(Registry& registry) {
                      "Qwen3 chat template + tokenizer: data = {input_ids}"},
           std::tuple{"qwen3.decode", pipeline::StageFactory(make_decode_stage),
                      "Qwen3 thinker tokens -> client text deltas and log probabilities"}}) {
-        Status added = pipeline::register_stage_factory(name, factory, description,
-                                                        {"model_path"}, registry);
+        Status added =
+            pipeline::register_stage_factory(name, factory, description, {"model_path"}, registry);
         if (!added && added.error().code != ErrorCode::already_exists) return added;
     }
     return ok_status();

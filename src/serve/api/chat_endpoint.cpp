@@ -71,8 +71,8 @@ class ChatCall final : public GenerationCall {
         if (with_logprobs && has_modality(request_, "text")) {
             // The text and its tokens' log probabilities in one chunk (text may be "" while a
             // character is incomplete).
-            exchange().write(openai::chat_chunk_content(context_, delta.text,
-                                                        openai_logprobs(delta.logprobs)));
+            exchange().write(
+                openai::chat_chunk_content(context_, delta.text, openai_logprobs(delta.logprobs)));
         } else {
             write_text(delta.text);
         }
@@ -160,7 +160,7 @@ class ChatCall final : public GenerationCall {
     openai::ChatRequest request_;
     openai::ChunkContext context_;
     std::string audio_id_;
-    std::string text_;          // the text deltas so far
+    std::string text_;                            // the text deltas so far
     std::vector<openai::TokenLogprob> logprobs_;  // non-streaming: the chunks' log probabilities
     media::AudioBuffer audio_;  // non-streaming: the audio deltas, for results without audio
     client::AudioResponseEncoder encoder_;

@@ -57,16 +57,16 @@ void tokenize(ApiState& state, std::shared_ptr<http::HttpExchange> http) {
         chat.messages = std::move(request->messages);
         const OmniRequest omni = openai::to_omni_request(chat);
         auto rendered = models::qwen3::render_chat_prompt(
-            *omni.inputs.find("messages"), /*enable_thinking=*/true,
-            request->add_generation_prompt, "/tokenize");
+            *omni.inputs.find("messages"), /*enable_thinking=*/true, request->add_generation_prompt,
+            "/tokenize");
         if (!rendered) {
             exchange.respond_error(bad_request(rendered.error(), "messages"));
             return;
         }
         prompt = std::move(*rendered);
     }
-    auto ids = tokenizer->encode(prompt, text::EncodeOptions{.add_special_tokens =
-                                                                 request->add_special_tokens});
+    auto ids = tokenizer->encode(
+        prompt, text::EncodeOptions{.add_special_tokens = request->add_special_tokens});
     if (!ids) {
         exchange.respond_error(bad_request(ids.error(), request->prompt ? "prompt" : "messages"));
         return;
@@ -77,7 +77,8 @@ void tokenize(ApiState& state, std::shared_ptr<http::HttpExchange> http) {
                  {"token_strs", nullptr}};
     if (request->return_token_strs) {
         json strs = json::array();
-        for (text::TokenId id : *ids) strs.push_back(std::string(tokenizer->id_to_token(id).value_or("")));
+        for (text::TokenId id : *ids)
+            strs.push_back(std::string(tokenizer->id_to_token(id).value_or("")));
         body["token_strs"] = std::move(strs);
     }
     exchange.respond_json(200, dump(body));
@@ -124,8 +125,8 @@ void detokenize(ApiState& state, std::shared_ptr<http::HttpExchange> http) {
 
 Status add_tokenize_routes(ApiState& state) {
     ApiState* s = &state;
-    OMNI_RETURN_IF_ERROR(state.http->add_route(
-        "POST", "/tokenize", [s](auto http) { tokenize(*s, std::move(http)); }));
+    OMNI_RETURN_IF_ERROR(state.http->add_route("POST", "/tokenize",
+                                               [s](auto http) { tokenize(*s, std::move(http)); }));
     return state.http->add_route("POST", "/detokenize",
                                  [s](auto http) { detokenize(*s, std::move(http)); });
 }

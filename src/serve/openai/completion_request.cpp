@@ -58,8 +58,7 @@ ProtocolResult<std::variant<std::string, std::vector<std::int64_t>>> parse_promp
         OMNI_TRY_P(auto ids, token_ids(*prompt, path, limits));
         return ids;
     }
-    return invalid_request(path, "'" + path +
-                                     "' must be a string or an array of token ids, not " +
+    return invalid_request(path, "'" + path + "' must be a string or an array of token ids, not " +
                                      std::string(json_type_name(*prompt)));
 }
 
@@ -84,8 +83,8 @@ ProtocolResult<CompletionRequest> parse_completion_request(std::string_view body
     if (max_tokens) {
         if (*max_tokens < 1 || *max_tokens > limits.max_tokens) {
             return invalid_request("max_tokens", "'max_tokens' must be in [1, " +
-                                                     std::to_string(limits.max_tokens) +
-                                                     "], got " + std::to_string(*max_tokens));
+                                                     std::to_string(limits.max_tokens) + "], got " +
+                                                     std::to_string(*max_tokens));
         }
         out.max_tokens = *max_tokens;
     }
@@ -100,14 +99,15 @@ ProtocolResult<CompletionRequest> parse_completion_request(std::string_view body
                                                std::to_string(*out.logprobs));
     }
     OMNI_TRY_P(auto n, read_int(json, "n", ""));
-    OMNI_RETURN_IF_ERROR_P(
-        refuse_unless(!n || *n == 1, "n", "must be 1: this server generates one choice per request"));
+    OMNI_RETURN_IF_ERROR_P(refuse_unless(
+        !n || *n == 1, "n", "must be 1: this server generates one choice per request"));
     OMNI_TRY_P(auto best_of, read_int(json, "best_of", ""));
-    OMNI_RETURN_IF_ERROR_P(refuse_unless(!best_of || *best_of == 1, "best_of",
-                                         "must be 1: this server generates one choice per request"));
-    OMNI_TRY_P(auto echo, read_bool(json, "echo", ""));
     OMNI_RETURN_IF_ERROR_P(
-        refuse_unless(!echo || !*echo, "echo", "is not supported: the answer holds the completion only"));
+        refuse_unless(!best_of || *best_of == 1, "best_of",
+                      "must be 1: this server generates one choice per request"));
+    OMNI_TRY_P(auto echo, read_bool(json, "echo", ""));
+    OMNI_RETURN_IF_ERROR_P(refuse_unless(!echo || !*echo, "echo",
+                                         "is not supported: the answer holds the completion only"));
     OMNI_TRY_P(auto suffix, read_string(json, "suffix", "", limits.max_string_bytes));
     OMNI_RETURN_IF_ERROR_P(refuse_unless(!suffix || suffix->empty(), "suffix",
                                          "is not supported (no fill-in-the-middle)"));

@@ -26,7 +26,8 @@ Json logprob_json(const TokenLogprob& entry, bool with_top) {
     Json out{{"token", entry.token}, {"logprob", entry.logprob}, {"bytes", entry.bytes}};
     if (with_top) {
         Json top = Json::array();
-        for (const TokenLogprob& alternative : entry.top) top.push_back(logprob_json(alternative, false));
+        for (const TokenLogprob& alternative : entry.top)
+            top.push_back(logprob_json(alternative, false));
         out["top_logprobs"] = std::move(top);
     }
     return out;
@@ -180,12 +181,11 @@ Json completion_object(const std::string& id, std::int64_t created, const std::s
 }  // namespace
 
 std::string text_completion_json(const TextCompletion& completion) {
-    Json out = completion_object(
-        completion.id, completion.created, completion.model,
-        Json{{"index", 0},
-             {"text", completion.text},
-             {"logprobs", completion_logprobs(completion.logprobs, 0)},
-             {"finish_reason", completion.finish_reason}});
+    Json out = completion_object(completion.id, completion.created, completion.model,
+                                 Json{{"index", 0},
+                                      {"text", completion.text},
+                                      {"logprobs", completion_logprobs(completion.logprobs, 0)},
+                                      {"finish_reason", completion.finish_reason}});
     out["usage"] = usage_json(completion.usage);
     return dump(out);
 }

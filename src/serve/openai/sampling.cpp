@@ -91,8 +91,8 @@ ProtocolResult<SamplingParams> parse_sampling(const nlohmann::json& object,
     OMNI_TRY_P(out.min_tokens, read_int(object, "min_tokens", parent));
     if (out.min_tokens && *out.min_tokens < 0) {
         const std::string path = field_path(parent, "min_tokens");
-        return invalid_request(path, "'" + path + "' must be >= 0, got " +
-                                         std::to_string(*out.min_tokens));
+        return invalid_request(
+            path, "'" + path + "' must be >= 0, got " + std::to_string(*out.min_tokens));
     }
     OMNI_TRY_P(out.ignore_eos, read_bool(object, "ignore_eos", parent));
     OMNI_TRY_P(out.stop_token_ids, read_token_ids(object, "stop_token_ids", parent));

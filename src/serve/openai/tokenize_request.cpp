@@ -15,8 +15,8 @@ ProtocolResult<const char*> pick(const Json& body, const char* name, const char*
         return it != body.end() && !it->is_null();
     };
     if (has(name) && has(alias)) {
-        return invalid_request(name, std::string("send '") + name + "' or '" + alias +
-                                         "', not both");
+        return invalid_request(name,
+                               std::string("send '") + name + "' or '" + alias + "', not both");
     }
     return has(alias) ? alias : name;
 }
