@@ -4,6 +4,7 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -102,6 +103,25 @@ bool authorized(Exchange& exchange);
 
 // A number for ids (completion_id / audio_id): unique in this process, not guessable.
 [[nodiscard]] std::uint64_t next_id_seed(ApiState& state);
+
+// The start every endpoint with a body shares: the API key, the body parsed by `parse` (a
+// function of the body text returning a ProtocolResult of a request with a `model` field), and
+// the model name. The request, or nullopt when an answer (401, 400, 404) was already given.
+template <class Parse>
+auto accept_request(Exchange& exchange, Parse parse)
+    -> std::optional<typename decltype(parse(std::string_view{}))::value_type> {
+    if (!authorized(exchange)) return std::nullopt;
+    auto request = parse(std::string_view(exchange.request().body));
+    if (!request) {
+        exchange.respond_error(request.error());
+        return std::nullopt;
+    }
+    if (auto model = check_model(exchange.state(), request->model); !model) {
+        exchange.respond_error(model.error());
+        return std::nullopt;
+    }
+    return std::move(*request);
+}
 
 // Endpoint registration, one per file.
 [[nodiscard]] Status add_info_routes(ApiState& state);

@@ -170,17 +170,10 @@ class ChatCall final : public GenerationCall {
 
 void chat(ApiState& state, std::shared_ptr<http::HttpExchange> http) {
     auto exchange = std::make_unique<Exchange>(state, std::move(http), "/v1/chat/completions");
-    if (!authorized(*exchange)) return;
-    auto request = openai::parse_chat_request(exchange->request().body, state.options.limits,
-                                              state.options.media);
-    if (!request) {
-        exchange->respond_error(request.error());
-        return;
-    }
-    if (auto model = check_model(state, request->model); !model) {
-        exchange->respond_error(model.error());
-        return;
-    }
+    auto request = accept_request(*exchange, [&](std::string_view body) {
+        return openai::parse_chat_request(body, state.options.limits, state.options.media);
+    });
+    if (!request) return;
     auto format = client::response_audio_format(request->audio_format);
     if (!format || (request->wants_audio() && !media::format_available(*format))) {
         exchange->respond_error(

@@ -91,17 +91,10 @@ class CompletionCall final : public GenerationCall {
 
 void completion(ApiState& state, std::shared_ptr<http::HttpExchange> http) {
     auto exchange = std::make_unique<Exchange>(state, std::move(http), "/v1/completions");
-    if (!authorized(*exchange)) return;
-    auto request = openai::parse_completion_request(exchange->request().body, state.options.limits);
-    if (!request) {
-        exchange->respond_error(request.error());
-        return;
-    }
-    if (auto model = check_model(state, request->model); !model) {
-        exchange->respond_error(model.error());
-        return;
-    }
-    if (!exchange->admit()) return;
+    auto request = accept_request(*exchange, [&](std::string_view body) {
+        return openai::parse_completion_request(body, state.options.limits);
+    });
+    if (!request || !exchange->admit()) return;
     OmniRequest omni = openai::to_omni_request(*request);
     auto call = std::make_shared<CompletionCall>(
         std::move(exchange), openai::text_completion_id(next_id_seed(state)), std::move(*request));

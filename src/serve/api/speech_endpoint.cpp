@@ -92,16 +92,10 @@ class SpeechCall final : public GenerationCall {
 
 void speech(ApiState& state, std::shared_ptr<http::HttpExchange> http) {
     auto exchange = std::make_unique<Exchange>(state, std::move(http), "/v1/audio/speech");
-    if (!authorized(*exchange)) return;
-    auto request = openai::parse_speech_request(exchange->request().body, state.options.limits);
-    if (!request) {
-        exchange->respond_error(request.error());
-        return;
-    }
-    if (auto model = check_model(state, request->model); !model) {
-        exchange->respond_error(model.error());
-        return;
-    }
+    auto request = accept_request(*exchange, [&](std::string_view body) {
+        return openai::parse_speech_request(body, state.options.limits);
+    });
+    if (!request) return;
     auto format = media::parse_audio_format(request->response_format);
     if (!format || !media::format_available(*format)) {
         exchange->respond_error({400,

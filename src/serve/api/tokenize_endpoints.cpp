@@ -37,16 +37,10 @@ openai::ProtocolError bad_request(const Error& error, const char* param) {
 
 void tokenize(ApiState& state, std::shared_ptr<http::HttpExchange> http) {
     Exchange exchange(state, std::move(http), "/tokenize");
-    if (!authorized(exchange)) return;
-    auto request = openai::parse_tokenize_request(exchange.request().body, state.options.limits);
-    if (!request) {
-        exchange.respond_error(request.error());
-        return;
-    }
-    if (auto model = check_model(state, request->model); !model) {
-        exchange.respond_error(model.error());
-        return;
-    }
+    auto request = accept_request(exchange, [&](std::string_view body) {
+        return openai::parse_tokenize_request(body, state.options.limits);
+    });
+    if (!request) return;
     const text::Tokenizer* tokenizer = tokenizer_or_404(exchange, "/tokenize");
     if (tokenizer == nullptr) return;
     std::string prompt;
@@ -86,16 +80,10 @@ void tokenize(ApiState& state, std::shared_ptr<http::HttpExchange> http) {
 
 void detokenize(ApiState& state, std::shared_ptr<http::HttpExchange> http) {
     Exchange exchange(state, std::move(http), "/detokenize");
-    if (!authorized(exchange)) return;
-    auto request = openai::parse_detokenize_request(exchange.request().body, state.options.limits);
-    if (!request) {
-        exchange.respond_error(request.error());
-        return;
-    }
-    if (auto model = check_model(state, request->model); !model) {
-        exchange.respond_error(model.error());
-        return;
-    }
+    auto request = accept_request(exchange, [&](std::string_view body) {
+        return openai::parse_detokenize_request(body, state.options.limits);
+    });
+    if (!request) return;
     const text::Tokenizer* tokenizer = tokenizer_or_404(exchange, "/detokenize");
     if (tokenizer == nullptr) return;
     std::vector<text::TokenId> ids;
