@@ -89,7 +89,7 @@ TEST(ChatRequest, EveryField) {
     body["stream_options"] = {{"include_usage", true}};
     body["stage_sampling"] = {{"talker", {{"temperature", 0.9}, {"top_k", 5}}}};
     body["stage_params"] = {{"code2wav", {{"chunk", 25}, {"nested", {{"a", {1, 2}}}}}}};
-    body["logprobs"] = false;  // unknown to us: ignored
+    body["logprobs"] = false;
     body["user"] = "u-1";
     auto request = parse(body);
     ASSERT_TRUE(request.has_value()) << request.error().message;
@@ -485,6 +485,134 @@ TEST(ChatRequest, ToOmniRequestMinimal) {
     EXPECT_EQ(*omni.params.find("stream"), Value(false));
     EXPECT_EQ(*omni.params.find("stop"), Value(List{}));
     EXPECT_EQ(*omni.inputs.find("modalities"), Value(List{Value("text")}));
+}
+
+TEST(ChatRequest, Logprobs) {
+    auto absent = parse(minimal());
+    ASSERT_TRUE(absent.has_value());
+    EXPECT_FALSE(absent->logprobs);
+    EXPECT_FALSE(absent->top_logprobs);
+
+    Json body = with("logprobs", true);
+    body["top_logprobs"] = 5;
+    auto request = parse(body);
+    ASSERT_TRUE(request.has_value()) << request.error().message;
+    EXPECT_TRUE(request->logprobs);
+    EXPECT_EQ(request->top_logprobs, 5);
+
+    auto alone = parse(with("logprobs", true));
+    ASSERT_TRUE(alone.has_value());
+    EXPECT_TRUE(alone->logprobs);
+    EXPECT_FALSE(alone->top_logprobs);
+
+    for (int n : {0, 20}) {
+        body["top_logprobs"] = n;
+        auto edge = parse(body);
+        ASSERT_TRUE(edge.has_value()) << n << ": " << edge.error().message;
+        EXPECT_EQ(edge->top_logprobs, n);
+    }
+    // top_logprobs: null counts as absent, with or without logprobs.
+    Json null_top = with("top_logprobs", nullptr);
+    EXPECT_TRUE(parse(null_top).has_value());
+}
+
+TEST(ChatRequest, LogprobsErrors) {
+    expect_error(with("top_logprobs", 3), "top_logprobs", "needs 'logprobs'");
+    Json off = with("logprobs", false);
+    off["top_logprobs"] = 3;
+    expect_error(off, "top_logprobs", "needs 'logprobs'");
+    Json on = with("logprobs", true);
+    on["top_logprobs"] = 21;
+    expect_error(on, "top_logprobs", "[0, 20]");
+    on["top_logprobs"] = -1;
+    expect_error(on, "top_logprobs", "got -1");
+    on["top_logprobs"] = 1.5;
+    expect_error(on, "top_logprobs", "an integer");
+    on["top_logprobs"] = "5";
+    expect_error(on, "top_logprobs", "an integer");
+    expect_error(with("logprobs", 1), "logprobs", "a boolean");
+    expect_error(with("logprobs", "true"), "logprobs", "a boolean");
+}
+
+TEST(ChatRequest, LogprobsReachTheSampling) {
+    Json body = with("logprobs", true);
+    body["top_logprobs"] = 4;
+    body["temperature"] = 0.5;
+    auto request = parse(body);
+    ASSERT_TRUE(request.has_value());
+    EXPECT_EQ(
+        *to_omni_request(*request).params.find("sampling"),
+        Value(Map{
+            {"temperature", Value(0.5)}, {"logprobs", Value(true)}, {"top_logprobs", Value(4)}}));
+    // logprobs alone: the chosen token's log probability, no alternatives.
+    auto alone = parse(with("logprobs", true));
+    ASSERT_TRUE(alone.has_value());
+    EXPECT_EQ(*to_omni_request(*alone).params.find("sampling"),
+              Value(Map{{"logprobs", Value(true)}, {"top_logprobs", Value(0)}}));
+    // logprobs false: nothing is asked for.
+    auto off = parse(with("logprobs", false));
+    ASSERT_TRUE(off.has_value());
+    EXPECT_EQ(*to_omni_request(*off).params.find("sampling"), Value(Map{}));
+}
+
+TEST(ChatRequest, SamplingExtras) {
+    Json body = minimal();
+    body["min_tokens"] = 4;
+    body["ignore_eos"] = true;
+    body["stop_token_ids"] = {0, 151645, 2147483647};
+    auto request = parse(body);
+    ASSERT_TRUE(request.has_value()) << request.error().message;
+    EXPECT_EQ(request->sampling.min_tokens, 4);
+    EXPECT_EQ(request->sampling.ignore_eos, true);
+    EXPECT_EQ(request->sampling.stop_token_ids, (std::vector<std::int64_t>{0, 151645, 2147483647}));
+    EXPECT_EQ(
+        *to_omni_request(*request).params.find("sampling"),
+        Value(Map{{"min_tokens", Value(4)},
+                  {"ignore_eos", Value(true)},
+                  {"stop_token_ids", Value(List{Value(0), Value(151645), Value(2147483647)})}}));
+    auto zero = parse(with("min_tokens", 0));
+    ASSERT_TRUE(zero.has_value());
+    EXPECT_EQ(zero->sampling.min_tokens, 0);
+    auto empty = parse(with("stop_token_ids", Json::array()));
+    ASSERT_TRUE(empty.has_value());
+    EXPECT_EQ(empty->sampling.stop_token_ids, std::vector<std::int64_t>{});
+    EXPECT_EQ(*to_omni_request(*empty).params.find("sampling"),
+              Value(Map{{"stop_token_ids", Value(List{})}}));
+    auto stage = parse(
+        with("stage_sampling",
+             {{"talker", {{"min_tokens", 2}, {"ignore_eos", false}, {"stop_token_ids", {9}}}}}));
+    ASSERT_TRUE(stage.has_value()) << stage.error().message;
+    EXPECT_EQ(stage->stage_sampling.at("talker").min_tokens, 2);
+    EXPECT_EQ(stage->stage_sampling.at("talker").ignore_eos, false);
+    EXPECT_EQ(stage->stage_sampling.at("talker").stop_token_ids, std::vector<std::int64_t>{9});
+    auto nulls = parse(with("stop_token_ids", nullptr));
+    ASSERT_TRUE(nulls.has_value());
+    EXPECT_FALSE(nulls->sampling.stop_token_ids);
+}
+
+TEST(ChatRequest, SamplingExtrasErrors) {
+    expect_error(with("min_tokens", -1), "min_tokens", "must be >= 0, got -1");
+    expect_error(with("min_tokens", 1.5), "min_tokens", "an integer");
+    expect_error(with("min_tokens", "2"), "min_tokens", "an integer");
+    expect_error(with("ignore_eos", "yes"), "ignore_eos", "a boolean");
+    expect_error(with("ignore_eos", 1), "ignore_eos", "a boolean");
+    expect_error(with("stop_token_ids", 5), "stop_token_ids", "an array");
+    expect_error(with("stop_token_ids", "1,2"), "stop_token_ids", "an array");
+    expect_error(with("stop_token_ids", Json::array({1, -1})), "stop_token_ids[1]", "token id");
+    expect_error(with("stop_token_ids", Json::array({1, 2.5})), "stop_token_ids[1]");
+    expect_error(with("stop_token_ids", Json::array({1, "2"})), "stop_token_ids[1]");
+    expect_error(with("stop_token_ids", Json::array({nullptr})), "stop_token_ids[0]");
+    expect_error(with("stop_token_ids", Json::array({1, 2147483648LL})), "stop_token_ids[1]");
+    expect_error(with("stop_token_ids", Json::array({Json::array({1})})), "stop_token_ids[0]");
+    expect_error(with("stop_token_ids", Json(std::vector<int>(1025, 1))), "stop_token_ids",
+                 "at most 1024");
+    EXPECT_TRUE(parse(with("stop_token_ids", Json(std::vector<int>(1024, 1)))).has_value());
+    expect_error(with("stage_sampling", {{"talker", {{"stop_token_ids", {1, -3}}}}}),
+                 "stage_sampling.talker.stop_token_ids[1]");
+    expect_error(with("stage_sampling", {{"talker", {{"min_tokens", -2}}}}),
+                 "stage_sampling.talker.min_tokens");
+    expect_error(with("stage_sampling", {{"talker", {{"ignore_eos", "no"}}}}),
+                 "stage_sampling.talker.ignore_eos");
 }
 
 }  // namespace
