@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 #include <iostream>
 
+#include "cli/bench_generate_command.h"
 #include "cli/bench_pipeline_command.h"
 #include "cli/config_command.h"
 #include "cli/make_checkpoint_command.h"
@@ -27,6 +28,7 @@ int main(int argc, char** argv) {
     bench->require_subcommand(1);
     omnirt::cli::add_bench_relay_command(*bench, exit_code);
     omnirt::cli::add_bench_pipeline_command(*bench, exit_code);
+    omnirt::cli::add_bench_generate_command(*bench, exit_code);
     omnirt::cli::add_run_command(app, exit_code);
     omnirt::cli::add_make_checkpoint_command(app, exit_code);
     omnirt::cli::add_serve_command(app, exit_code);

@@ -8,9 +8,10 @@
 #include "checkpoint/checkpoint.h"
 #include "engine/ar_scheduler.h"
 #include "models/qwen3/config.h"
-#include "models/qwen3/qwen3_model.h"
-#include "pipeline/test_stages.h"
 #include "models/qwen3/prompt.h"
+#include "models/qwen3/qwen3_model.h"
+#include "models/qwen3/weight_source.h"
+#include "pipeline/test_stages.h"
 #include "text/tokenizer.h"
 #include "torch_bridge/torch_tensor.h"
 
@@ -18,6 +19,8 @@ namespace omnirt::models::qwen3 {
 namespace {
 
 constexpr std::string_view kFactoryName = "qwen3.thinker";
+// Loads of at least this many bytes show progress on stderr (a test checkpoint loads quietly).
+constexpr std::uint64_t kProgressMinBytes = 64ull << 20;
 
 Error invalid(std::string message) {
     return Error{ErrorCode::invalid_argument,
@@ -85,6 +88,13 @@ Result<GenerationDefaults> generation_defaults(const std::filesystem::path& dire
     return out;
 }
 
+checkpoint::ProgressCallback load_progress(std::string label) {
+    auto show = checkpoint::terminal_progress(std::move(label));
+    return [show](const checkpoint::Progress& progress) {
+        if (progress.bytes_total >= kProgressMinBytes) show(progress);
+    };
+}
+
 Result<std::int64_t> positive_arg(const pipeline::StageContext& context, std::string_view key,
                                   std::int64_t fallback) {
     OMNI_TRY(std::int64_t value, pipeline::int_arg(context, key, fallback));
@@ -112,26 +122,45 @@ Result<std::unique_ptr<pipeline::Scheduler>> make_thinker_stage(
     OMNI_TRY(bool enable_thinking, pipeline::bool_arg(context, "enable_thinking", true));
     OMNI_TRY(bool stream_hidden, pipeline::bool_arg(context, "stream_hidden", false));
     OMNI_TRY(std::int64_t seed, pipeline::int_arg(context, "seed", 0));
+    OMNI_TRY(std::string load_format_name, pipeline::string_arg(context, "load_format", "auto"));
+    auto load_format = parse_load_format(load_format_name);
+    if (!load_format) return fail(invalid(who + ": arg " + load_format.error().message));
+    OMNI_TRY(std::int64_t dummy_seed, pipeline::int_arg(context, "dummy_seed", 0));
     if (block_size > 1024 || max_total_tokens < block_size) {
         return fail(invalid(who + ": arg 'block_size' must be at most 1024 and at most "
                                   "max_total_tokens"));
     }
 
     const std::filesystem::path directory(model_path);
-    OMNI_TRY(auto checkpoint, checkpoint::Checkpoint::open(directory));
-    OMNI_TRY(Qwen3Config config, parse_qwen3_config(checkpoint->config()));
+    const bool dummy = *load_format == LoadFormat::dummy;
+    OMNI_TRY(DType weight_dtype, torch_bridge::from_scalar_type(dtype));
+    OMNI_TRY(std::unique_ptr<WeightSource> weights,
+             WeightSource::open(
+                 directory,
+                 {.format = *load_format,
+                  .dummy_dtype = weight_dtype,
+                  .dummy_init = {.seed = static_cast<std::uint64_t>(dummy_seed)},
+                  .progress = load_progress(std::string(kFactoryName) + " " + who + ": " +
+                                            (dummy ? "dummy weights for " : "loading ") +
+                                            model_path)}));
+    const Qwen3Config& config = weights->config();
     OMNI_TRY(GenerationDefaults defaults, generation_defaults(directory, config));
-    OMNI_TRY(std::unique_ptr<text::Tokenizer> owned_tokenizer,
-             text::Tokenizer::from_file((directory / "tokenizer.json").string()));
-    std::shared_ptr<const text::Tokenizer> tokenizer = std::move(owned_tokenizer);
-    const checkpoint::Checkpoint& weights = *checkpoint;
+    // Dummy weights need no tokenizer when prompts come as data.input_ids.
+    std::shared_ptr<const text::Tokenizer> tokenizer;
+    const std::filesystem::path tokenizer_path = directory / "tokenizer.json";
+    if (!dummy || std::filesystem::exists(tokenizer_path)) {
+        OMNI_TRY(tokenizer, text::Tokenizer::from_file(tokenizer_path.string()));
+    }
     OMNI_TRY(std::unique_ptr<Qwen3Model> model,
              Qwen3Model::create(
-                 config, [&weights](const std::string& name) { return weights.tensor(name); },
+                 config, [&weights](const std::string& name) { return weights->tensor(name); },
                  Qwen3ModelOptions{.dtype = dtype,
                                    .device = torch_bridge::to_torch_device(context.device)}));
+    weights->finish();
 
-    const auto tokenizer_size = static_cast<std::int64_t>(tokenizer->vocab_size());
+    // Without a tokenizer no id has text (size 0).
+    const auto tokenizer_size =
+        tokenizer ? static_cast<std::int64_t>(tokenizer->vocab_size()) : std::int64_t{0};
     engine::ArSchedulerOptions options{
         .stage_name = context.stage_name,
         .num_kv_blocks = max_total_tokens / block_size,
@@ -151,7 +180,13 @@ Result<std::unique_ptr<pipeline::Scheduler>> make_thinker_stage(
             return tokenizer->append_token_bytes(id, out);
         },
         .prepare_input =
-            [tokenizer, enable_thinking, who](const StagePayload& payload) {
+            [tokenizer, enable_thinking, who,
+             tokenizer_path](const StagePayload& payload) -> Result<std::vector<std::int32_t>> {
+                if (!tokenizer) {
+                    return fail(invalid(who + ": no " + tokenizer_path.string() +
+                                        " (dummy weights without a tokenizer): send the prompt "
+                                        "as data.input_ids"));
+                }
                 return qwen3_prompt_ids(payload.request, *tokenizer, enable_thinking, who);
             },
         // Behind a decode stage (configs/qwen3_chat.yaml) only the stream targets get tokens.

@@ -16,6 +16,12 @@
 //   enable_thinking       true (false renders Qwen3's empty <think></think> block)
 //   stream_hidden         false (last hidden state in the chunks to stream_to stages)
 //   seed                  seeds unseeded requests (0 = random)
+//   load_format           "auto" (default; the checkpoint's safetensors) or "dummy": seeded random
+//                         weights at the config's real sizes (only config.json is read;
+//                         tokenizer.json is optional then, prompts come as data.input_ids)
+//   dummy_seed            the seed of dummy weights (0); the same seed, the same weights
+//
+// Loading at least 64 MiB of weights shows progress (bytes and tensors) on stderr.
 //
 // Input: data.input_ids (a preprocessing stage's), or else request.inputs.messages (rendered with
 // the Qwen3 ChatML template and tokenized; text parts only: media needs the Qwen3-Omni encoders)
