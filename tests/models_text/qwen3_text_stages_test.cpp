@@ -424,8 +424,9 @@ TEST_F(Qwen3TextStagesTest, DecodeRefusesMalformedChunks) {
     start("qwen3.decode");
     const std::vector<std::pair<Value, std::string>> cases = {
         {Value(Map{{"text", Value("x")}, {"logprob", Value(-1.0)}}), "has no token_id"},
-        {Value(Map{{"token_id", Value("5")}, {"logprob", Value(-1.0)}}), "an int token_id"},
-        {Value(Map{{"token_id", Value(5.0)}, {"logprob", Value(-1.0)}}), "an int token_id"},
+        {Value(Map{{"token_id", Value("5")}, {"logprob", Value(-1.0)}}), "a token_id >= 0"},
+        {Value(Map{{"token_id", Value(5.0)}, {"logprob", Value(-1.0)}}), "a token_id >= 0"},
+        {Value(Map{{"token_id", Value(-3)}, {"logprob", Value(-1.0)}}), "a token_id >= 0"},
         {Value(Map{{"token_id", Value(5)}, {"logprob", Value("low")}}), "a number logprob"},
         {Value(Map{{"token_id", Value(5)}, {"logprob", Value()}}), "a number logprob"},
         {Value(Map{{"token_id", Value(5)}, {"logprob", Value(-1.0)}, {"top_logprobs", Value(3)}}),
@@ -438,7 +439,7 @@ TEST_F(Qwen3TextStagesTest, DecodeRefusesMalformedChunks) {
         {token_chunk(5, "", -1.0,
                      List{alternative(5, -1.0),
                           Value(Map{{"token_id", Value("a")}, {"logprob", Value(-2.0)}})}),
-         "an int token_id"},
+         "a token_id >= 0"},
     };
     for (std::size_t i = 0; i < cases.size(); ++i) {
         const std::string id = "bad" + std::to_string(i);

@@ -68,12 +68,12 @@ Result<std::unique_ptr<pipeline::Scheduler>> make_preprocess_stage(
 Result<Value> logprob_entry(const text::Tokenizer& tokenizer, const Value& id_value,
                             const Value& logprob_value, const Value* top) {
     const std::int64_t* id = id_value.if_int();
-    if (id == nullptr || !logprob_value.is_number()) {
+    if (id == nullptr || *id < 0 || !logprob_value.is_number()) {
         return fail(ErrorCode::invalid_argument,
-                    "qwen3.decode: a log probability needs an int token_id and a number logprob");
+                    "qwen3.decode: a log probability needs a token_id >= 0 and a number logprob");
     }
     std::string bytes;
-    if (*id < 0 || *id > text::kMaxTokenId ||
+    if (*id > text::kMaxTokenId ||
         !tokenizer.append_token_bytes(static_cast<text::TokenId>(*id), bytes)) {
         bytes.clear();  // an id past the tokenizer (a padded embedding row): no text
     }

@@ -13,9 +13,13 @@
 namespace omnirt::serve::api {
 namespace {
 
-std::int64_t code_points(std::string_view text) {
+// Characters the tokens add to the text, counted over their bytes (a character split across
+// tokens counts once), as text_completion_json counts text_offset.
+std::int64_t characters(const std::vector<client::TokenLogprob>& tokens) {
     std::int64_t count = 0;
-    for (unsigned char c : text) count += (c & 0xC0) != 0x80 ? 1 : 0;
+    for (const auto& token : tokens) {
+        for (std::uint8_t byte : token.bytes) count += (byte & 0xC0) != 0x80 ? 1 : 0;
+    }
     return count;
 }
 
@@ -40,7 +44,8 @@ class CompletionCall final : public GenerationCall {
         const bool with_logprobs = request_.logprobs.has_value() && !delta.logprobs.empty();
         std::optional<std::vector<openai::TokenLogprob>> logprobs;
         if (with_logprobs) logprobs = openai_logprobs(delta.logprobs);
-        const std::int64_t offset = code_points(text_);
+        const std::int64_t offset = offset_;
+        offset_ += characters(delta.logprobs);
         text_ += delta.text;
         if (!streaming()) {
             if (logprobs) logprobs_.insert(logprobs_.end(), logprobs->begin(), logprobs->end());
@@ -85,6 +90,7 @@ class CompletionCall final : public GenerationCall {
     openai::CompletionRequest request_;
     openai::ChunkContext context_;
     std::string text_;                            // the text deltas so far
+    std::int64_t offset_ = 0;                     // text_offset of the next token
     std::vector<openai::TokenLogprob> logprobs_;  // non-streaming: the chunks' log probabilities
     OutputTiming timing_;
 };

@@ -41,10 +41,13 @@ Json chat_logprobs(const std::optional<std::vector<TokenLogprob>>& logprobs) {
     return Json{{"content", std::move(content)}};
 }
 
-// Characters (code points) of UTF-8 text: what text_offset counts, as in Python's len().
-std::int64_t code_points(std::string_view text) {
+// Characters (code points) of UTF-8 text: what text_offset counts, as in Python's len(). Counted
+// over a token's bytes (lead bytes only), a character split across tokens counts once, where the
+// token strings would count a U+FFFD per piece.
+template <class Bytes>
+std::int64_t code_points(const Bytes& bytes) {
     std::int64_t count = 0;
-    for (unsigned char c : text) count += (c & 0xC0) != 0x80 ? 1 : 0;
+    for (auto c : bytes) count += (static_cast<unsigned char>(c) & 0xC0) != 0x80 ? 1 : 0;
     return count;
 }
 
@@ -65,7 +68,7 @@ Json completion_logprobs(const std::optional<std::vector<TokenLogprob>>& logprob
         }
         top.push_back(std::move(alternatives));
         offsets.push_back(text_offset);
-        text_offset += code_points(entry.token);
+        text_offset += entry.bytes.empty() ? code_points(entry.token) : code_points(entry.bytes);
     }
     return Json{{"tokens", std::move(tokens)},
                 {"token_logprobs", std::move(token_logprobs)},

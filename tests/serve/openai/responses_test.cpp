@@ -295,6 +295,12 @@ TEST(Responses, TextCompletionLogprobsAreFourParallelArrays) {
     EXPECT_EQ(bare["choices"][0]["logprobs"]["top_logprobs"],
               Json::array({Json::object(), Json::object()}));
     EXPECT_EQ(bare["choices"][0]["logprobs"]["text_offset"], Json({0, 1}));
+    // A character split across two tokens ("é" = C3 A9) counts once: the offsets follow the
+    // bytes, not the U+FFFD each partial token reads as.
+    completion.logprobs = std::vector<TokenLogprob>{
+        {"\xEF\xBF\xBD", -1, {0xC3}, {}}, {"\xEF\xBF\xBD", -1, {0xA9}, {}}, {"x", -1, {'x'}, {}}};
+    const Json split = Json::parse(text_completion_json(completion));
+    EXPECT_EQ(split["choices"][0]["logprobs"]["text_offset"], Json({0, 1, 1}));
     // Asked for but nothing generated: four empty arrays.
     completion.logprobs = std::vector<TokenLogprob>{};
     const Json none = Json::parse(text_completion_json(completion));
