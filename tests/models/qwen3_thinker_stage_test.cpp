@@ -45,7 +45,8 @@ class Qwen3ThinkerStageTest : public ::testing::Test {
                  {"max_total_tokens", Value(4096)},
                  {"max_prefill_tokens", Value(64)}};
         for (auto& [key, value] : extra) args.insert_or_assign(key, value);
-        return pipeline::StageContext{.stage_name = "thinker", .args = std::move(args)};
+        return pipeline::StageContext{
+            .stage_name = "thinker", .args = std::move(args), .terminal = true};
     }
 
     static std::unique_ptr<engine::ArScheduler> start_stage(Map extra = {}) {
