@@ -143,8 +143,12 @@ TEST_F(ShmCreditTest, WaitTimesOutWhenNobodyReadsAndCleanupReleases) {
     EXPECT_EQ(stale.error().code, ErrorCode::not_found) << stale.error().message;
 }
 
-TEST_F(ShmCreditTest, DedicatedTransferTimesOutAndCleanupUnlinksIt) {
-    auto out = sender(1);
+TEST_F(ShmCreditTest, DedicatedTransferTimesOutAndCleanupUnlinksItWithoutACache) {
+    // With no cache every payload has a segment of its own, which cleanup unlinks. (With the
+    // cache, cleanup returns it for reuse: shm_dedicated_reuse_test.cpp.)
+    ShmTuning no_cache = tuning();
+    no_cache.dedicated_cache_bytes = 0;
+    auto out = make(options("sender", kSlot, 1), no_cache);
     auto in = receiver();
     auto put = out->put_async(pattern(kSlot * 4, 1), "request");
     ASSERT_TRUE(put.has_value());

@@ -113,7 +113,11 @@ TEST_F(ShmMetadataTest, RefusesBadSlotMetadataWithoutConsumingTheTransfer) {
             {"segment that does not exist",
              [&](Map& m) { m["segment"] = our_segment("sender", 999999); }, ErrorCode::unavailable,
              "does not exist"},
-            {"pool read as dedicated", [](Map& m) { m["kind"] = "dedicated"; },
+            {"pool read as dedicated",
+             [](Map& m) {
+                 m["kind"] = "dedicated";
+                 m["segment_id"] = 1;
+             },
              ErrorCode::data_loss, "bad magic"},
         });
     expect_rejected(good, ErrorCode::invalid_argument, "destination has", "short destination",
@@ -132,26 +136,38 @@ TEST_F(ShmMetadataTest, RefusesBadDedicatedMetadata) {
     const Value good = (*put)->metadata();
     ASSERT_EQ(good.find("kind")->as_string(), "dedicated");
     expect_all_rejected(
-        good, {
-                  {"offset moved", [](Map& m) { m["offset"] = int_field(m, "offset") + 1; },
-                   ErrorCode::invalid_argument, "does not match"},
-                  {"offset in the header", [](Map& m) { m["offset"] = 0; },
-                   ErrorCode::invalid_argument, "does not match"},
-                  {"nbytes larger", [](Map& m) { m["nbytes"] = int_field(m, "nbytes") + 1; },
-                   ErrorCode::invalid_argument, "does not match"},
-                  {"dedicated read as slot",
-                   [](Map& m) {
-                       m["kind"] = "slot";
-                       m["slot"] = 0;
-                       m["generation"] = 1;
-                       m["pool_id"] = 1;
-                   },
-                   ErrorCode::data_loss, "bad magic"},
-              });
+        good,
+        {
+            {"offset moved", [](Map& m) { m["offset"] = int_field(m, "offset") + 1; },
+             ErrorCode::invalid_argument, "does not match"},
+            {"offset in the header", [](Map& m) { m["offset"] = 0; }, ErrorCode::invalid_argument,
+             "does not match"},
+            {"nbytes larger", [](Map& m) { m["nbytes"] = int_field(m, "nbytes") + 1; },
+             ErrorCode::invalid_argument, "does not match"},
+            {"no generation", [](Map& m) { m.erase("generation"); }, ErrorCode::invalid_argument,
+             "'generation'"},
+            {"huge generation", [](Map& m) { m["generation"] = std::int64_t{1} << 40; },
+             ErrorCode::invalid_argument, "'generation'"},
+            {"stale generation", [](Map& m) { m["generation"] = int_field(m, "generation") + 1; },
+             ErrorCode::not_found, "stale"},
+            {"no segment id", [](Map& m) { m.erase("segment_id"); }, ErrorCode::invalid_argument,
+             "'segment_id'"},
+            {"other segment incarnation",
+             [](Map& m) { m["segment_id"] = int_field(m, "segment_id") ^ 1; }, ErrorCode::not_found,
+             "recreated"},
+            {"dedicated read as slot",
+             [](Map& m) {
+                 m["kind"] = "slot";
+                 m["slot"] = 0;
+                 m["generation"] = 1;
+                 m["pool_id"] = 1;
+             },
+             ErrorCode::data_loss, "bad magic"},
+        });
     auto get = receiver_->get_async(good, Tensor(), "request");
     ASSERT_TRUE(get.has_value()) << get.error().to_string();
     EXPECT_TRUE(same_bytes((*get)->tensor(), expected));
-    expect_rejected(good, ErrorCode::unavailable, "does not exist", "read twice");
+    expect_rejected(good, ErrorCode::not_found, "already consumed", "read twice");
 }
 
 TEST_F(ShmMetadataTest, RefusesACorruptedPoolHeader) {

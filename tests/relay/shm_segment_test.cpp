@@ -99,9 +99,10 @@ void die_while_reading(const Value& metadata) {
             shm::SlotTicket ticket{parsed->slot, parsed->generation};
             ::_exit((*pool)->claim(ticket, parsed->offset, parsed->nbytes) ? 0 : 4);
         }
-        auto segment = shm::DedicatedSegment::open(parsed->segment, parsed->owner_pid, false);
+        auto segment = shm::DedicatedSegment::open(parsed->segment, parsed->owner_pid,
+                                                   parsed->segment_id, false);
         if (!segment) ::_exit(5);
-        ::_exit((*segment)->claim(parsed->offset, parsed->nbytes) ? 0 : 6);
+        ::_exit((*segment)->claim(parsed->generation, parsed->offset, parsed->nbytes) ? 0 : 6);
     }
     int status = 0;
     ASSERT_EQ(::waitpid(child, &status, 0), child);

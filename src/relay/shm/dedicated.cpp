@@ -9,22 +9,20 @@
 namespace omnirt::relay::shm {
 namespace {
 constexpr std::uint64_t kDedicatedMagic = 0x44454453484d534fULL;  // "OSMHSDED"
-constexpr std::uint32_t kDedicatedVersion = 1;
-
-std::uint32_t word_of(DedicatedState state, bool abandoned = false) {
-    return static_cast<std::uint32_t>(state) | (abandoned ? DedicatedSegment::kAbandoned : 0);
-}
+constexpr std::uint32_t kDedicatedVersion = 2;
 }  // namespace
 
 struct DedicatedSegment::Header {
     std::uint64_t magic;
     std::uint32_t version;
     std::int32_t owner_pid;
+    std::uint64_t segment_id;
     std::uint64_t nbytes;
     std::uint64_t data_offset;
     alignas(64) std::atomic<std::uint32_t> state;
     std::atomic<std::int32_t> reader_pid;
     std::atomic<std::uint32_t> waiters;
+    std::atomic<std::uint32_t> retired;
 };
 static_assert(sizeof(std::atomic<std::int32_t>) == sizeof(std::int32_t));
 
@@ -33,7 +31,8 @@ DedicatedSegment::Header& DedicatedSegment::header() const {
 }
 
 Result<std::shared_ptr<DedicatedSegment>> DedicatedSegment::create(const std::string& name,
-                                                                   std::uint64_t capacity) {
+                                                                   std::uint64_t capacity,
+                                                                   std::uint64_t segment_id) {
     static_assert(sizeof(Header) <= kPageBytes);
     if (capacity > (std::uint64_t{1} << 46)) {
         return fail(ErrorCode::out_of_range,
@@ -45,19 +44,21 @@ Result<std::shared_ptr<DedicatedSegment>> DedicatedSegment::create(const std::st
     header->magic = kDedicatedMagic;
     header->version = kDedicatedVersion;
     header->owner_pid = ::getpid();
-    header->state.store(word_of(DedicatedState::writing), std::memory_order_release);
+    header->segment_id = segment_id;
+    header->state.store(DedicatedWord::make(1, DedicatedState::writing), std::memory_order_release);
     return std::shared_ptr<DedicatedSegment>(new DedicatedSegment(std::move(segment)));
 }
 
 Result<std::shared_ptr<DedicatedSegment>> DedicatedSegment::open(const std::string& name,
                                                                  pid_t expected_owner,
+                                                                 std::uint64_t expected_segment_id,
                                                                  bool populate) {
     auto opened = Segment::open(name, populate);
     if (!opened && opened.error().code == ErrorCode::not_found) {
         return fail(ErrorCode::unavailable,
                     "shm dedicated segment '" + name +
-                        "' does not exist: the transfer was already consumed or cleaned up, or "
-                        "the sending process exited");
+                        "' does not exist: the transfer was cleaned up, or the sending relay was "
+                        "closed or its process exited");
     }
     OMNI_TRY(auto segment, std::move(opened));
     auto corrupted = [&](const std::string& why) {
@@ -76,8 +77,17 @@ Result<std::shared_ptr<DedicatedSegment>> DedicatedSegment::open(const std::stri
                         std::to_string(header->owner_pid) + ", but the metadata says pid " +
                         std::to_string(expected_owner));
     }
+    if (header->segment_id != expected_segment_id) {
+        return fail(ErrorCode::not_found, "shm dedicated segment '" + name +
+                                              "' was recreated since the metadata was written "
+                                              "(segment id differs): the transfer is stale");
+    }
     return std::shared_ptr<DedicatedSegment>(new DedicatedSegment(std::move(segment)));
 }
+
+std::uint64_t DedicatedSegment::segment_id() const { return header().segment_id; }
+
+pid_t DedicatedSegment::owner_pid() const { return header().owner_pid; }
 
 std::uint32_t DedicatedSegment::state_word() const {
     return header().state.load(std::memory_order_acquire);
@@ -96,31 +106,47 @@ void DedicatedSegment::wake() {
     if (header().waiters.load() > 0) futex_wake_all(header().state);
 }
 
-void DedicatedSegment::post(std::uint64_t offset, std::uint64_t nbytes) {
+std::optional<std::uint32_t> DedicatedSegment::begin_write() {
+    auto& state = header().state;
+    std::uint32_t current = state.load();
+    while (true) {
+        const DedicatedState now = DedicatedWord::state(current);
+        if (now != DedicatedState::done && now != DedicatedState::aborted) return std::nullopt;
+        const std::uint32_t generation =
+            (DedicatedWord::generation(current) + 1) & DedicatedWord::kGenerationMask;
+        if (state.compare_exchange_weak(current,
+                                        DedicatedWord::make(generation, DedicatedState::writing))) {
+            return generation;
+        }
+    }
+}
+
+void DedicatedSegment::post(std::uint32_t generation, std::uint64_t offset, std::uint64_t nbytes) {
     OMNI_CHECK(
         offset >= kPageBytes && offset <= segment_->size() && nbytes <= segment_->size() - offset,
         "shm relay posted a range outside its dedicated segment");
     header().data_offset = offset;
     header().nbytes = nbytes;
     header().reader_pid.store(0, std::memory_order_relaxed);
-    std::uint32_t expected = word_of(DedicatedState::writing);
-    bool posted = header().state.compare_exchange_strong(expected, word_of(DedicatedState::posted));
+    std::uint32_t expected = DedicatedWord::make(generation, DedicatedState::writing);
+    bool posted = header().state.compare_exchange_strong(
+        expected, DedicatedWord::make(generation, DedicatedState::posted));
     OMNI_CHECK(posted, "shm relay posted a dedicated segment it does not hold for writing");
 }
 
-void DedicatedSegment::abort() {
+void DedicatedSegment::abort(std::uint32_t generation) {
     auto& state = header().state;
     std::uint32_t current = state.load();
-    while (true) {
+    while (DedicatedWord::generation(current) == generation) {
         std::uint32_t next = 0;
-        switch (state_of(current)) {
+        switch (DedicatedWord::state(current)) {
             case DedicatedState::writing:
             case DedicatedState::posted:
-                next = word_of(DedicatedState::aborted);
+                next = DedicatedWord::make(generation, DedicatedState::aborted);
                 break;
             case DedicatedState::claimed:
-                if ((current & kAbandoned) != 0) return;
-                next = word_of(DedicatedState::claimed, true);
+                if (DedicatedWord::abandoned(current)) return;
+                next = DedicatedWord::make(generation, DedicatedState::claimed, true);
                 break;
             default:
                 return;
@@ -132,19 +158,37 @@ void DedicatedSegment::abort() {
     }
 }
 
-Status DedicatedSegment::claim(std::uint64_t offset, std::uint64_t nbytes) {
+bool DedicatedSegment::idle() const {
+    const DedicatedState state = DedicatedWord::state(state_word());
+    return state == DedicatedState::done || state == DedicatedState::aborted;
+}
+
+void DedicatedSegment::retire() {
+    header().retired.store(1, std::memory_order_release);
+    segment_->unlink();
+}
+
+bool DedicatedSegment::retired() const {
+    return header().retired.load(std::memory_order_acquire) != 0;
+}
+
+Status DedicatedSegment::claim(std::uint32_t generation, std::uint64_t offset,
+                               std::uint64_t nbytes) {
     auto where = [&] { return "shm dedicated segment '" + segment_->name() + "'"; };
-    std::uint32_t current = word_of(DedicatedState::posted);
-    if (header().state.compare_exchange_strong(current, word_of(DedicatedState::claimed))) {
+    auto& state = header().state;
+    std::uint32_t current = DedicatedWord::make(generation, DedicatedState::posted);
+    if (state.compare_exchange_strong(current,
+                                      DedicatedWord::make(generation, DedicatedState::claimed))) {
         // The posted range is read only now: the claim (acquire) orders it after post().
         const std::uint64_t posted_offset = header().data_offset;
         const std::uint64_t posted_nbytes = header().nbytes;
         const std::uint64_t size = segment_->size();
         if (posted_offset != offset || posted_nbytes != nbytes || offset < kPageBytes ||
             offset > size || nbytes > size - offset) {
-            current = word_of(DedicatedState::claimed);
-            if (!header().state.compare_exchange_strong(current, word_of(DedicatedState::posted))) {
-                release();
+            current = DedicatedWord::make(generation, DedicatedState::claimed);
+            if (!state.compare_exchange_strong(
+                    current, DedicatedWord::make(generation, DedicatedState::posted))) {
+                release(generation);
             }
             return fail(ErrorCode::invalid_argument,
                         "shm metadata (offset " + std::to_string(offset) + ", nbytes " +
@@ -157,7 +201,14 @@ Status DedicatedSegment::claim(std::uint64_t offset, std::uint64_t nbytes) {
         wake();  // a sender waiting for delivery (wait_for_delivery)
         return {};
     }
-    switch (state_of(current)) {
+    if (DedicatedWord::generation(current) != generation) {
+        return fail(ErrorCode::not_found,
+                    "stale shm metadata: " + where() + " holds generation " +
+                        std::to_string(DedicatedWord::generation(current)) + ", not " +
+                        std::to_string(generation) +
+                        " (the transfer was consumed or cleaned up and the segment reused)");
+    }
+    switch (DedicatedWord::state(current)) {
         case DedicatedState::writing:
             return fail(ErrorCode::invalid_argument, where() + " has not been posted yet");
         case DedicatedState::claimed:
@@ -173,11 +224,13 @@ Status DedicatedSegment::claim(std::uint64_t offset, std::uint64_t nbytes) {
     return fail(ErrorCode::data_loss, where() + " has an invalid state word");
 }
 
-void DedicatedSegment::release() {
+void DedicatedSegment::release(std::uint32_t generation) {
     auto& state = header().state;
     std::uint32_t current = state.load();
-    while (state_of(current) == DedicatedState::claimed) {
-        if (state.compare_exchange_weak(current, word_of(DedicatedState::done))) {
+    while (DedicatedWord::generation(current) == generation &&
+           DedicatedWord::state(current) == DedicatedState::claimed) {
+        if (state.compare_exchange_weak(current,
+                                        DedicatedWord::make(generation, DedicatedState::done))) {
             wake();
             return;
         }

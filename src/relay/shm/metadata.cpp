@@ -3,6 +3,7 @@
 #include <limits>
 
 #include "relay/relay.h"
+#include "relay/shm/dedicated.h"
 #include "relay/shm/pool.h"
 #include "relay/shm/segment.h"
 
@@ -49,11 +50,13 @@ Value TransferMetadata::to_value() const {
         {"segment", Value(segment)},
         {"owner_pid", Value(static_cast<std::int64_t>(owner_pid))},
         {"offset", Value(offset)},
+        {"generation", Value(generation)},
     };
     if (kind == TransferKind::slot) {
         map.emplace("slot", Value(slot));
-        map.emplace("generation", Value(generation));
         map.emplace("pool_id", Value(pool_id));
+    } else {
+        map.emplace("segment_id", Value(segment_id));
     }
     return Value(std::move(map));
 }
@@ -96,6 +99,11 @@ Result<TransferMetadata> TransferMetadata::parse(const Value& metadata) {
                  read_integer(metadata, "generation", SlotWord::kGenerationMask));
         OMNI_TRY(parsed.pool_id, read_integer(metadata, "pool_id", kMaxInt));
         parsed.slot = static_cast<std::uint32_t>(slot);
+        parsed.generation = static_cast<std::uint32_t>(generation);
+    } else {
+        OMNI_TRY(std::uint64_t generation,
+                 read_integer(metadata, "generation", DedicatedWord::kGenerationMask));
+        OMNI_TRY(parsed.segment_id, read_integer(metadata, "segment_id", kMaxInt));
         parsed.generation = static_cast<std::uint32_t>(generation);
     }
     return parsed;

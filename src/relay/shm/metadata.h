@@ -2,7 +2,9 @@
 // The metadata of one shm transfer, as put_async publishes it and get_async reads it back:
 //   {"backend": "shm", "nbytes": N, "kind": "slot" | "dedicated", "segment": "/omnirt....",
 //    "owner_pid": P, "offset": O,                       // payload offset in the segment
-//    "slot": S, "generation": G, "pool_id": I}          // slot transfers only
+//    "generation": G,                                   // of the slot's or segment's use
+//    "slot": S, "pool_id": I}                           // slot transfers only
+//    "segment_id": D}                                   // dedicated transfers only
 // Parsing checks kinds, ranges and that the segment name is an omnirt name owned by
 // owner_pid; bounds against the mapped segment are checked by the receiver.
 #include <sys/types.h>
@@ -28,6 +30,7 @@ struct TransferMetadata {
     std::uint32_t slot = 0;
     std::uint32_t generation = 0;
     std::uint64_t pool_id = 0;
+    std::uint64_t segment_id = 0;
 
     [[nodiscard]] Value to_value() const;
     // invalid_argument naming the offending field for anything malformed.

@@ -76,6 +76,7 @@ Result<std::unique_ptr<GetOperation>> Receiver::get(const Value& metadata, Tenso
     }
     OMNI_TRY(TransferMetadata parsed, TransferMetadata::parse(metadata));
     OMNI_RETURN_IF_ERROR(check_destination(dest, parsed.nbytes));
+    dedicated_.drop_retired();
     if (!process_alive(parsed.owner_pid)) {
         forget_owner(parsed.owner_pid);
         return fail(ErrorCode::unavailable, "the sending process " +
@@ -169,23 +170,21 @@ Result<Tensor> Receiver::read_slot(const TransferMetadata& metadata, Tensor dest
 Result<Tensor> Receiver::read_dedicated(const TransferMetadata& metadata, Tensor dest) {
     const bool zero_copy = zero_copy_into(dest);
     // A view maps lazily to keep the get cheap; a copy on one thread is faster from a
-    // pre-faulted mapping, a parallel copy faults its chunks in parallel.
+    // pre-faulted mapping, a parallel copy faults its chunks in parallel. Either way only the
+    // first transfer through a segment pays: the mapping is kept for the next one.
     const bool populate = !zero_copy && !copy_runs_in_parallel(metadata.nbytes);
-    OMNI_TRY(auto segment, DedicatedSegment::open(metadata.segment, metadata.owner_pid, populate));
-    OMNI_RETURN_IF_ERROR(segment->claim(metadata.offset, metadata.nbytes));
+    OMNI_TRY(auto segment, dedicated_.find_or_open(metadata, populate));
+    const std::uint32_t generation = metadata.generation;
+    OMNI_RETURN_IF_ERROR(segment->claim(generation, metadata.offset, metadata.nbytes));
     std::byte* data = segment->data_at(metadata.offset);
-    // Done reading: mark it so and take the name away, so that no crash of the sender can
-    // leave the segment behind. A view does both when it is released, off the get's path.
-    auto finish = [segment] {
-        segment->release();
-        segment->segment().unlink();
-    };
     if (zero_copy) {
-        return read_only_view(data, metadata.nbytes, [finish](std::byte*) { finish(); });
+        // The view keeps the mapping; its last reference lets the sender reuse the segment.
+        return read_only_view(data, metadata.nbytes,
+                              [segment, generation](std::byte*) { segment->release(generation); });
     }
     auto target = copy_destination(std::move(dest), metadata.nbytes);
     if (target) copy_bytes(target->mutable_data(), data, metadata.nbytes);
-    finish();
+    segment->release(generation);
     return target;
 }
 
@@ -195,6 +194,7 @@ void Receiver::forget_owner(pid_t owner) {
         std::erase_if(pools_,
                       [owner](const auto& entry) { return entry.second->owner_pid() == owner; });
     }
+    dedicated_.forget_owner(owner);
     remove_segments_of_dead_process(owner);
 }
 
@@ -228,6 +228,7 @@ void Receiver::close() {
         for (const auto& [request_id, states] : pending_) requests.push_back(request_id);
     }
     for (const auto& request_id : requests) cleanup(request_id);
+    dedicated_.close();
     std::lock_guard lock(mutex_);
     pools_.clear();
 }

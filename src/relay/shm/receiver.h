@@ -1,7 +1,8 @@
 #pragma once
 // The receiving half of an shm relay: maps each peer's pool once (a cache keyed by segment
-// name), validates metadata against the mapped segment, and either copies into a destination
-// or hands out a read-only view whose release returns the sender's credit.
+// name) and keeps its mappings of peers' dedicated segments (dedicated_mappings.h), validates
+// metadata against the mapped segment, and either copies into a destination or hands out a
+// read-only view whose release returns the sender's credit (or dedicated segment).
 //
 // Thread safety: every member may be called from any thread. get() copies on the calling
 // thread before it returns (copy mode); zero-copy gets never touch the payload.
@@ -14,6 +15,7 @@
 #include "core/error.h"
 #include "core/tensor.h"
 #include "relay/relay.h"
+#include "relay/shm/dedicated_mappings.h"
 #include "relay/shm/metadata.h"
 #include "relay/shm/pool.h"
 
@@ -22,11 +24,14 @@ namespace omnirt::relay::shm {
 struct ReceiverOptions {
     std::string relay_name;
     bool zero_copy = false;
+    // Bytes of peers' dedicated segments kept mapped across transfers (0: map per transfer).
+    std::uint64_t dedicated_mapping_bytes = 0;
 };
 
 class Receiver {
 public:
-    explicit Receiver(ReceiverOptions options) : options_(std::move(options)) {}
+    explicit Receiver(ReceiverOptions options)
+        : options_(std::move(options)), dedicated_(options_.dedicated_mapping_bytes) {}
     Receiver(const Receiver&) = delete;
     Receiver& operator=(const Receiver&) = delete;
 
@@ -36,6 +41,7 @@ public:
     void close();
     // Peer pools currently mapped (for tests and stats).
     [[nodiscard]] std::size_t mapped_pools() const;
+    [[nodiscard]] const DedicatedMappings& dedicated_mappings() const { return dedicated_; }
 
     // The state a get operation shares with the receiver, so cleanup can abort it.
     struct GetState {
@@ -58,6 +64,7 @@ private:
     mutable std::mutex mutex_;
     bool closed_ = false;
     std::unordered_map<std::string, std::shared_ptr<Pool>> pools_;
+    DedicatedMappings dedicated_;
     std::unordered_map<std::string, std::vector<std::weak_ptr<GetState>>> pending_;
     std::size_t tracked_gets_ = 0;
     std::size_t prune_threshold_ = 1024;

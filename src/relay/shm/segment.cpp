@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <charconv>
 #include <cstring>
+#include <random>
 #include <vector>
 
 #include <spdlog/spdlog.h>
@@ -131,6 +132,12 @@ std::optional<SegmentName> parse_segment_name(std::string_view name) {
 std::uint64_t next_segment_serial() {
     static std::atomic<std::uint64_t> serial{0};
     return serial.fetch_add(1, std::memory_order_relaxed);
+}
+
+std::uint64_t random_id() {
+    std::random_device device;
+    std::uint64_t id = (std::uint64_t{device()} << 32) | device();
+    return id & 0x3fffffffffffffffULL;
 }
 
 bool process_alive(pid_t pid) {

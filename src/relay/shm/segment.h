@@ -42,6 +42,8 @@ struct SegmentName {
 [[nodiscard]] std::optional<SegmentName> parse_segment_name(std::string_view name);
 // A process-wide unique serial for the next segment name.
 [[nodiscard]] std::uint64_t next_segment_serial();
+// 62 random bits (so that it fits a non-negative int64 in metadata): pool and segment ids.
+[[nodiscard]] std::uint64_t random_id();
 
 // False only when no process with `pid` exists (kill(pid, 0) fails with ESRCH). Processes of
 // other users count as alive.

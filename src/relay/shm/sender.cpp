@@ -3,7 +3,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <random>
 
 #include "relay/shm/copy.h"
 #include "relay/shm/metadata.h"
@@ -33,12 +32,6 @@ private:
     Duration liveness_interval_;
 };
 
-std::uint64_t random_pool_id() {
-    std::random_device device;
-    std::uint64_t id = (std::uint64_t{device()} << 32) | device();
-    return id & 0x3fffffffffffffffULL;
-}
-
 }  // namespace
 
 Result<std::shared_ptr<Sender>> Sender::create(SenderOptions options) {
@@ -47,22 +40,39 @@ Result<std::shared_ptr<Sender>> Sender::create(SenderOptions options) {
                      .relay = options.relay_name,
                      .serial = next_segment_serial()};
     OMNI_TRY(auto pool, Pool::create(format_segment_name(name), options.slot_bytes, options.credits,
-                                     random_pool_id()));
+                                     random_id()));
     return std::shared_ptr<Sender>(new Sender(std::move(options), std::move(pool)));
 }
 
 Sender::Sender(SenderOptions options, std::shared_ptr<Pool> pool)
     : options_(std::move(options)), pool_(std::move(pool)) {
     prune_threshold_ = 4 * static_cast<std::size_t>(options_.credits) + 256;
+    dedicated_ = DedicatedCache::create(
+        [instance = options_.instance, relay = options_.relay_name] {
+            return format_segment_name({.instance = instance,
+                                        .pid = ::getpid(),
+                                        .relay = relay,
+                                        .serial = next_segment_serial()});
+        },
+        options_.dedicated_cache_bytes);
 }
 
 Sender::~Sender() { close(); }
 
-std::string Sender::next_segment_name() const {
-    return format_segment_name({.instance = options_.instance,
-                                .pid = ::getpid(),
-                                .relay = options_.relay_name,
-                                .serial = next_segment_serial()});
+Result<DedicatedCache::Lease> Sender::acquire_dedicated(std::uint64_t nbytes) {
+    release_finished_dedicated();
+    return dedicated_->acquire(nbytes);
+}
+
+void Sender::release_finished_dedicated() {
+    std::vector<std::shared_ptr<Transfer>> open_dedicated;
+    {
+        std::lock_guard lock(mutex_);
+        open_dedicated.swap(open_dedicated_);
+    }
+    std::erase_if(open_dedicated, [](const auto& open) { return open->release_if_finished(); });
+    std::lock_guard lock(mutex_);
+    open_dedicated_.insert(open_dedicated_.end(), open_dedicated.begin(), open_dedicated.end());
 }
 
 Status Sender::check_open() const {
@@ -127,7 +137,9 @@ Result<Tensor> Sender::allocate_send_buffer(std::size_t nbytes) {
         buffer.ticket = ticket;
         data = pool_->slot_data(ticket.slot);
     } else {
-        OMNI_TRY(buffer.dedicated, DedicatedSegment::create(next_segment_name(), nbytes));
+        OMNI_TRY(auto lease, acquire_dedicated(nbytes));
+        buffer.dedicated = std::move(lease.segment);
+        buffer.generation = lease.generation;
         data = buffer.dedicated->payload();
     }
     std::lock_guard lock(mutex_);
@@ -139,7 +151,8 @@ Result<Tensor> Sender::allocate_send_buffer(std::size_t nbytes) {
     buffer.serial = ++next_buffer_serial_;
     auto storage = Storage::wrap(
         data, nbytes, Device::cpu(),
-        // The dedicated mapping stays while the tensor does, even after its transfer ended.
+        // The dedicated lease stays while the tensor does, even after its transfer ended: the
+        // segment is not reused while the tensor could still write into it.
         [self = shared_from_this(), serial = buffer.serial, mapping = buffer.dedicated](
             std::byte* released) { self->drop_send_buffer(released, serial); },
         /*read_only=*/false);
@@ -158,10 +171,7 @@ void Sender::drop_send_buffer(const std::byte* data, std::uint64_t serial) {
         send_buffers_.erase(it);
     }
     if (buffer.ticket) pool_->cancel_write(*buffer.ticket);
-    if (buffer.dedicated) {
-        buffer.dedicated->abort();
-        buffer.dedicated->segment().unlink();
-    }
+    if (buffer.dedicated) buffer.dedicated->abort(buffer.generation);
 }
 
 std::optional<Sender::SendBuffer> Sender::take_send_buffer(const Tensor& tensor) {
@@ -207,8 +217,10 @@ Result<std::unique_ptr<PutOperation>> Sender::put(const Tensor& tensor,
             metadata.kind = TransferKind::dedicated;
             metadata.segment = buffer->dedicated->segment().name();
             metadata.offset = DedicatedSegment::payload_offset() + tensor.storage_offset();
-            buffer->dedicated->post(metadata.offset, nbytes);
-            transfer = std::make_shared<Transfer>(std::move(buffer->dedicated));
+            metadata.generation = buffer->generation;
+            metadata.segment_id = buffer->dedicated->segment_id();
+            buffer->dedicated->post(buffer->generation, metadata.offset, nbytes);
+            transfer = std::make_shared<Transfer>(std::move(buffer->dedicated), buffer->generation);
         }
     } else if (nbytes <= options_.slot_bytes) {
         OMNI_TRY(SlotTicket ticket, acquire_slot(request_id));
@@ -224,17 +236,20 @@ Result<std::unique_ptr<PutOperation>> Sender::put(const Tensor& tensor,
         pool_->post(ticket, metadata.offset, nbytes);
         transfer = std::make_shared<Transfer>(pool_, ticket);
     } else {
-        OMNI_TRY(auto dedicated, DedicatedSegment::create(next_segment_name(), nbytes));
+        OMNI_TRY(auto lease, acquire_dedicated(nbytes));
+        std::byte* payload = lease.segment->payload();
         if (tensor.is_contiguous()) {
-            copy_bytes(dedicated->payload(), tensor.data(), nbytes);
+            copy_bytes(payload, tensor.data(), nbytes);
         } else {
-            tensor.copy_to(std::span<std::byte>(dedicated->payload(), nbytes));
+            tensor.copy_to(std::span<std::byte>(payload, nbytes));
         }
         metadata.kind = TransferKind::dedicated;
-        metadata.segment = dedicated->segment().name();
+        metadata.segment = lease.segment->segment().name();
         metadata.offset = DedicatedSegment::payload_offset();
-        dedicated->post(metadata.offset, nbytes);
-        transfer = std::make_shared<Transfer>(std::move(dedicated));
+        metadata.generation = lease.generation;
+        metadata.segment_id = lease.segment->segment_id();
+        lease.segment->post(lease.generation, metadata.offset, nbytes);
+        transfer = std::make_shared<Transfer>(std::move(lease.segment), lease.generation);
     }
     return publish(std::move(transfer), metadata.to_value(), request_id);
 }
@@ -242,7 +257,6 @@ Result<std::unique_ptr<PutOperation>> Sender::put(const Tensor& tensor,
 Result<std::unique_ptr<PutOperation>> Sender::publish(std::shared_ptr<Transfer> transfer,
                                                       Value metadata,
                                                       const std::string& request_id) {
-    std::vector<std::shared_ptr<Transfer>> open_dedicated;
     bool closed = false;
     {
         std::lock_guard lock(mutex_);
@@ -250,7 +264,6 @@ Result<std::unique_ptr<PutOperation>> Sender::publish(std::shared_ptr<Transfer> 
         if (!closed) {
             requests_[request_id].push_back(transfer);
             if (++tracked_transfers_ > prune_threshold_) prune_finished();
-            open_dedicated.swap(open_dedicated_);
         }
     }
     if (closed) {
@@ -258,13 +271,12 @@ Result<std::unique_ptr<PutOperation>> Sender::publish(std::shared_ptr<Transfer> 
         return fail(ErrorCode::aborted,
                     "shm relay '" + options_.relay_name + "' was closed during put_async");
     }
-    // Large payloads the receivers are done with give their memory back now, even when the
-    // sender never waits for them (outside the lock: this may munmap).
-    std::erase_if(open_dedicated, [](const auto& open) { return open->release_if_finished(); });
-    if (transfer->is_dedicated()) open_dedicated.push_back(transfer);
-    {
+    // Large payloads the receivers are done with go back to the cache now, even when the
+    // sender never waits for them.
+    release_finished_dedicated();
+    if (transfer->is_dedicated()) {
         std::lock_guard lock(mutex_);
-        open_dedicated_.insert(open_dedicated_.end(), open_dedicated.begin(), open_dedicated.end());
+        open_dedicated_.push_back(transfer);
     }
     return std::make_unique<ShmPutOperation>(std::move(transfer), std::move(metadata),
                                              options_.liveness_interval);
@@ -301,7 +313,8 @@ void Sender::cleanup(const std::string& request_id) {
 
 void Sender::close() {
     std::vector<std::shared_ptr<Transfer>> transfers;
-    std::vector<std::shared_ptr<DedicatedSegment>> buffers;
+    std::vector<SendBuffer> buffers;  // leases dropped outside the lock
+    std::vector<std::shared_ptr<Transfer>> open_dedicated;
     {
         std::lock_guard lock(mutex_);
         if (closed_) return;
@@ -311,17 +324,16 @@ void Sender::close() {
         }
         requests_.clear();
         tracked_transfers_ = 0;
-        open_dedicated_.clear();
-        for (auto& [data, buffer] : send_buffers_) {
-            if (buffer.dedicated) buffers.push_back(std::move(buffer.dedicated));
-        }
+        open_dedicated.swap(open_dedicated_);
+        for (auto& [data, buffer] : send_buffers_) buffers.push_back(std::move(buffer));
         send_buffers_.clear();
     }
     for (const auto& transfer : transfers) transfer->abort();
     for (const auto& buffer : buffers) {
-        buffer->abort();
-        buffer->segment().unlink();
+        if (buffer.dedicated) buffer.dedicated->abort(buffer.generation);
     }
+    // Unlinks every dedicated segment, also those a tensor or a view still maps.
+    dedicated_->close();
     pool_->mark_closed();  // wakes credit waiters, which see closed_
     pool_->segment()->unlink();
 }

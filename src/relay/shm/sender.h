@@ -1,7 +1,8 @@
 #pragma once
-// The sending half of an shm relay: owns the relay's credit pool and the dedicated segments of
-// payloads larger than a slot, hands out send buffers that are slots, and tracks transfers by
-// request so that cleanup and close can abort them.
+// The sending half of an shm relay: owns the relay's credit pool and the cache of dedicated
+// segments for payloads larger than a slot (dedicated_cache.h), hands out send buffers that
+// are slots or dedicated segments, and tracks transfers by request so that cleanup and close
+// can abort them.
 //
 // Thread safety: every member may be called from any thread. put() blocks while the pool is
 // out of credits (backpressure), up to `credit_wait`.
@@ -18,6 +19,7 @@
 #include "core/tensor.h"
 #include "relay/relay.h"
 #include "relay/shm/dedicated.h"
+#include "relay/shm/dedicated_cache.h"
 #include "relay/shm/pool.h"
 #include "relay/shm/transfer.h"
 
@@ -31,6 +33,8 @@ struct SenderOptions {
     Duration credit_wait{};
     // How often a waiting sender checks whether a reader holding its memory has died.
     Duration liveness_interval{};
+    // Idle dedicated segments kept for reuse, in bytes (0: a new segment per payload).
+    std::uint64_t dedicated_cache_bytes = 0;
 };
 
 class Sender : public std::enable_shared_from_this<Sender> {
@@ -52,6 +56,7 @@ public:
         std::lock_guard lock(mutex_);
         return credit_waiters_.size();
     }
+    [[nodiscard]] DedicatedStats dedicated_stats() const { return dedicated_->stats(); }
 
 private:
     // An outstanding allocate_send_buffer() result, keyed by its storage's data pointer.
@@ -59,7 +64,8 @@ private:
         const Storage* storage = nullptr;
         std::uint64_t serial = 0;
         std::optional<SlotTicket> ticket;
-        std::shared_ptr<DedicatedSegment> dedicated;
+        std::shared_ptr<DedicatedSegment> dedicated;  // a lease from dedicated_
+        std::uint32_t generation = 0;                 // of the dedicated segment
     };
     // A put() waiting for a credit; cleanup and close flag it.
     struct CreditWaiter {
@@ -68,7 +74,11 @@ private:
     };
 
     Sender(SenderOptions options, std::shared_ptr<Pool> pool);
-    [[nodiscard]] std::string next_segment_name() const;
+    // A dedicated segment for `nbytes`, after returning the finished ones to the cache.
+    [[nodiscard]] Result<DedicatedCache::Lease> acquire_dedicated(std::uint64_t nbytes);
+    // Drops the leases of dedicated transfers that receivers have finished (may munmap: call
+    // it without holding mutex_).
+    void release_finished_dedicated();
     [[nodiscard]] Result<SlotTicket> acquire_slot(const std::string& request_id);
     [[nodiscard]] Status check_open() const;  // caller holds mutex_
     void drop_send_buffer(const std::byte* data, std::uint64_t serial);
@@ -81,6 +91,7 @@ private:
 
     SenderOptions options_;
     std::shared_ptr<Pool> pool_;
+    std::shared_ptr<DedicatedCache> dedicated_;
 
     mutable std::mutex mutex_;
     bool closed_ = false;
@@ -89,7 +100,7 @@ private:
     std::unordered_map<std::string, std::vector<std::shared_ptr<Transfer>>> requests_;
     std::size_t tracked_transfers_ = 0;
     std::size_t prune_threshold_ = 0;
-    // Dedicated transfers not yet seen finished, whose mappings publish() drops once they are.
+    // Dedicated transfers not yet seen finished, whose leases go back once they are.
     std::vector<std::shared_ptr<Transfer>> open_dedicated_;
     std::list<CreditWaiter*> credit_waiters_;
 };

@@ -21,6 +21,8 @@ Result<std::unique_ptr<ShmRelay>> ShmRelay::create(const RelayOptions& options, 
         spdlog::warn("shm relay: {}", removed.error().message);
     }
     std::string name = shm::sanitize_name_part(options.name, "relay");
+    const std::uint64_t cache_bytes =
+        tuning.dedicated_cache_bytes.value_or(shm::default_dedicated_cache_bytes());
     OMNI_TRY(auto sender, shm::Sender::create({
                               .instance = shm::instance_tag(options.runtime_dir),
                               .relay_name = name,
@@ -28,9 +30,12 @@ Result<std::unique_ptr<ShmRelay>> ShmRelay::create(const RelayOptions& options, 
                               .credits = options.credits,
                               .credit_wait = tuning.credit_wait,
                               .liveness_interval = tuning.liveness_interval,
+                              .dedicated_cache_bytes = cache_bytes,
                           }));
     auto receiver = std::make_shared<shm::Receiver>(
-        shm::ReceiverOptions{.relay_name = name, .zero_copy = options.zero_copy});
+        shm::ReceiverOptions{.relay_name = name,
+                             .zero_copy = options.zero_copy,
+                             .dedicated_mapping_bytes = cache_bytes});
     return std::unique_ptr<ShmRelay>(
         new ShmRelay(std::move(name), std::move(sender), std::move(receiver)));
 }
@@ -92,6 +97,14 @@ void ShmRelay::close() {
 std::size_t ShmRelay::mapped_peer_pools() const { return receiver_->mapped_pools(); }
 
 std::size_t ShmRelay::blocked_senders() const { return sender_->blocked_senders(); }
+
+ShmDedicatedStats ShmRelay::dedicated_stats() const {
+    return ShmDedicatedStats{
+        .sender = sender_->dedicated_stats(),
+        .receiver_mappings = receiver_->dedicated_mappings().size(),
+        .receiver_mappings_opened = receiver_->dedicated_mappings().opened(),
+    };
+}
 
 Status register_shm_backend() {
     static const Status registered = [] {

@@ -5,20 +5,25 @@
 // Each relay owns a pool of `credits` slots of `slot_bytes` in one segment; a payload that
 // fits a slot takes one credit, which comes back when the receiver has copied it out or
 // dropped its zero-copy view. A sender out of credits waits (backpressure), it does not fail.
-// A larger payload gets a dedicated segment of its own. allocate_send_buffer hands out a slot
-// (or a dedicated segment) to write into, so that its put_async moves no bytes. Receivers map
-// each peer pool once. Segments are unlinked on cleanup, close and when a peer died, and a new
-// relay removes segments whose owner process no longer exists (segment.h has the names).
+// A larger payload gets a dedicated segment of its own, which the sender keeps and reuses for
+// later payloads of its size class once the receiver is done with it (a bounded cache), and
+// which receivers keep mapped. allocate_send_buffer hands out a slot (or a dedicated segment)
+// to write into, so that its put_async moves no bytes. Receivers map each peer pool once.
+// Segments are unlinked on close, when evicted from the cache, when a peer died, on cleanup
+// when the cache does not keep them, and a new relay removes segments whose owner process no
+// longer exists (segment.h has the names).
 //
-// Metadata, layouts and the slot protocol: metadata.h, pool.h, dedicated.h.
+// Metadata, layouts and the slot protocol: metadata.h, pool.h, dedicated.h, dedicated_cache.h.
 //
 // Thread safety: as Relay. put_async and allocate_send_buffer block while out of credits;
 // get_async copies on the calling thread in copy mode.
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "relay/relay.h"
+#include "relay/shm/dedicated_cache.h"
 #include "relay/shm/segment.h"
 
 namespace omnirt::relay {
@@ -34,6 +39,17 @@ struct ShmTuning {
     Duration credit_wait = std::chrono::minutes(5);
     // How often a waiting sender checks whether the process reading its memory died.
     Duration liveness_interval = std::chrono::milliseconds(200);
+    // Idle dedicated segments a sender keeps for reuse, and bytes of peers' dedicated segments
+    // a receiver keeps mapped; 0 gives every large payload a new segment and mapping. Unset:
+    // OMNIRT_SHM_DEDICATED_CACHE_MB, else 1 GiB.
+    std::optional<std::uint64_t> dedicated_cache_bytes;
+};
+
+// Dedicated-segment reuse, both halves of one relay.
+struct ShmDedicatedStats {
+    shm::DedicatedStats sender;
+    std::size_t receiver_mappings = 0;        // peers' segments kept mapped
+    std::uint64_t receiver_mappings_opened = 0;  // segments mapped so far (cache misses)
 };
 
 class ShmRelay final : public Relay {
@@ -61,6 +77,7 @@ public:
     [[nodiscard]] std::size_t mapped_peer_pools() const;
     // put_async and allocate_send_buffer calls now waiting for a credit.
     [[nodiscard]] std::size_t blocked_senders() const;
+    [[nodiscard]] ShmDedicatedStats dedicated_stats() const;
 
 private:
     ShmRelay(std::string name, std::shared_ptr<shm::Sender> sender,

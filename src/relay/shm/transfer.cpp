@@ -40,8 +40,10 @@ bool Transfer::finished() const {
     if (pool_) return pool_->finished(ticket_);
     auto segment = dedicated();
     if (!segment) return true;
-    auto state = DedicatedSegment::state_of(segment->state_word());
-    return state == DedicatedState::done || state == DedicatedState::aborted;
+    const std::uint32_t word = segment->state_word();
+    const DedicatedState state = DedicatedWord::state(word);
+    return DedicatedWord::generation(word) != generation_ || state == DedicatedState::done ||
+           state == DedicatedState::aborted;
 }
 
 bool Transfer::release_if_finished() {
@@ -55,8 +57,8 @@ void Transfer::abort() {
     if (pool_) {
         pool_->abandon(ticket_);
     } else if (auto segment = dedicated()) {
-        segment->abort();
-        segment->segment().unlink();
+        segment->abort(generation_);
+        segment.reset();
         drop_dedicated();
     }
 }
@@ -92,16 +94,15 @@ Status Transfer::wait(Duration timeout, Duration liveness_interval, bool until_c
             segment = dedicated();
             if (!segment) return {};  // seen finished before
             observed = segment->state_word();
-            auto state = DedicatedSegment::state_of(observed);
-            if (until_claimed && state == DedicatedState::claimed) return {};
-            if (state == DedicatedState::done) {
-                segment->segment().unlink();
+            const DedicatedState state = DedicatedWord::state(observed);
+            if (DedicatedWord::generation(observed) != generation_ ||
+                state == DedicatedState::done) {
                 segment.reset();
                 drop_dedicated();
                 return {};
             }
+            if (until_claimed && state == DedicatedState::claimed) return {};
             if (state == DedicatedState::claimed && reader_died(segment->reader_pid())) {
-                segment->segment().unlink();
                 segment.reset();
                 reader_died_ = true;
                 drop_dedicated();
