@@ -165,13 +165,27 @@ Status ArScheduler::start() {
 void ArScheduler::stop() {
     std::lock_guard stop_lock(stop_mutex_);
     stopping_ = true;
-    inbox_.remove_if([](const pipeline::IncomingMessage&) { return true; });
-    inbox_.close();
+    if (options_.lockstep) {
+        stop_lockstep();  // ar_lockstep.cpp
+    } else {
+        inbox_.remove_if([](const pipeline::IncomingMessage&) { return true; });
+        inbox_.close();
+    }
     if (engine_.joinable()) engine_.join();
     outbox_.close();
 }
 
 void ArScheduler::abort(const std::string& request_id) {
+    if (options_.lockstep) {
+        // Rank 0's aborts are agreed on before the next step (ar_lockstep.cpp); the other ranks
+        // get the same aborts from rank 0 there, so their own are ignored. Queued messages stay:
+        // every rank must count the same messages.
+        if (options_.lockstep->rank() == 0) {
+            std::lock_guard lock(mutex_);
+            pending_aborts_.push_back(request_id);
+        }
+        return;
+    }
     {
         std::lock_guard lock(mutex_);
         aborted_ids_.insert(request_id);
@@ -207,7 +221,7 @@ void ArScheduler::publish_stats(bool idle) {
     counters_.free_blocks = allocator_->free_blocks();
     counters_.cached_blocks = prefix_cache_ ? prefix_cache_->cached_blocks() : 0;
     counters_.idle = idle;
-    sequence_count_.store(sequences_.size(), std::memory_order_relaxed);
+    sequence_count_.store(sequences_.size() + received_.size(), std::memory_order_relaxed);
     {
         std::lock_guard lock(stats_mutex_);
         published_ = counters_;
@@ -216,6 +230,15 @@ void ArScheduler::publish_stats(bool idle) {
 }
 
 void ArScheduler::engine_loop() {
+    if (options_.lockstep) {
+        lockstep_loop();
+        release_everything();
+        publish_stats(/*idle=*/true);
+        std::lock_guard lock(exit_mutex_);
+        engine_exited_ = true;
+        exit_cv_.notify_all();
+        return;
+    }
     for (;;) {
         if (sequences_.empty()) {
             publish_stats(/*idle=*/true);
@@ -230,29 +253,29 @@ void ArScheduler::engine_loop() {
         apply_aborts();
         sweep();
         if (stopping_.load()) break;
-        if (!sequences_.empty()) {
-            try {
-                step();
-            } catch (const std::exception& error) {
-                // A bug or an exhausted machine (bad_alloc): the requests of the batch fail, the
-                // engine goes on.
-                spdlog::error("stage '{}': engine step failed: {}", options_.stage_name,
-                              error.what());
-                for (ArSequence* sequence : std::vector<ArSequence*>(running_)) {
-                    if (sequence->status_ == SequenceStatus::running) {
-                        fail_sequence(*sequence,
-                                      Error{ErrorCode::internal,
-                                            "stage '" + options_.stage_name +
-                                                "': engine step failed: " + error.what()});
-                    }
-                }
-                sweep();
-            }
-        }
+        if (!sequences_.empty()) guarded_step();
         publish_stats(/*idle=*/false);
     }
     release_everything();
     publish_stats(/*idle=*/true);
+}
+
+void ArScheduler::guarded_step() {
+    try {
+        step();
+    } catch (const std::exception& error) {
+        // A bug or an exhausted machine (bad_alloc): the requests of the batch fail, the engine
+        // goes on.
+        spdlog::error("stage '{}': engine step failed: {}", options_.stage_name, error.what());
+        for (ArSequence* sequence : std::vector<ArSequence*>(running_)) {
+            if (sequence->status_ == SequenceStatus::running) {
+                fail_sequence(*sequence, Error{ErrorCode::internal,
+                                               "stage '" + options_.stage_name +
+                                                   "': engine step failed: " + error.what()});
+            }
+        }
+        sweep();
+    }
 }
 
 void ArScheduler::handle_message(pipeline::IncomingMessage message) {

@@ -26,6 +26,12 @@
 //    "usage": {"prompt_tokens", "completion_tokens"}, "logprobs": [float...] (when asked for)}.
 // Aborted requests produce nothing (the Scheduler contract drops their results).
 //
+// Tensor parallelism (options.lockstep): every rank of a TP stage runs an ArScheduler fed the
+// same messages; before every step the ranks agree on how many messages to handle, on rank 0's
+// aborts and on stopping (engine/lockstep.h, ar_lockstep.cpp), so that they schedule the same
+// batches. A rank whose group fails (a peer gone, a timeout, diverged state) fails its requests
+// and every later one with that error.
+//
 // Threads: start(), stop(), abort(), active_requests(), stats() and wait_for_stats() may be
 // called from any thread; hooks, the detokenizer and the model run on the engine thread.
 #include <any>
@@ -37,6 +43,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <thread>
@@ -47,6 +54,7 @@
 #include "core/tensor.h"
 #include "core/value.h"
 #include "engine/ar_sequence.h"
+#include "engine/lockstep.h"
 #include "engine/model_runner.h"
 #include "engine/sampling_params.h"
 #include "pipeline/scheduler.h"
@@ -129,6 +137,14 @@ struct ArSchedulerOptions {
     std::size_t inbox_capacity = pipeline::kDefaultQueueCapacity;
     std::size_t outbox_capacity = pipeline::kDefaultQueueCapacity;
     pipeline::Tracer* tracer = nullptr;  // "forward" spans; may be null; must outlive us
+    // Tensor parallelism: the group this rank agrees with before every step (usually the same
+    // object that runs the model's collectives); null for a stage of one rank. With it, abort()
+    // counts on rank 0 only (rank 0 forwards its aborts, ar_lockstep.cpp) and seed comes from
+    // rank 0.
+    std::shared_ptr<Lockstep> lockstep;
+    // How long stop() waits for the engine to leave its loop together with its peers before it
+    // cancels the group's collectives (a peer that stopped taking part).
+    std::chrono::milliseconds lockstep_stop_grace{10000};
 };
 
 // A snapshot of the engine's state, published after every step and whenever it goes idle.
@@ -187,6 +203,15 @@ class ArScheduler final : public pipeline::Scheduler {
     bool is_aborted(const std::string& request_id) const;
     void publish_stats(bool idle);
     void release_everything();
+    void guarded_step();
+    // ar_lockstep.cpp: the engine loop of a tensor-parallel rank.
+    void lockstep_loop();
+    void apply_agreed_aborts(const std::vector<std::string>& ids);
+    void break_lockstep(Error error);
+    void broken_loop();
+    void fail_message(const pipeline::IncomingMessage& message, const Error& error);
+    [[nodiscard]] std::uint64_t state_digest() const;
+    void stop_lockstep();
     // ar_step.cpp: one engine step.
     void step();
     std::vector<Scheduled> schedule();
@@ -219,6 +244,11 @@ class ArScheduler final : public pipeline::Scheduler {
     std::vector<ArSequence*> running_;  // in admission order
     std::uint64_t seed_state_ = 0;
     ArSchedulerStats counters_;
+    // Lockstep only: messages taken from the inbox but not yet agreed on, the count handled so
+    // far, and the error that broke the group.
+    std::deque<pipeline::IncomingMessage> received_;
+    std::uint64_t handled_messages_ = 0;
+    std::optional<Error> lockstep_error_;
 
     // Shared with other threads.
     mutable std::mutex mutex_;
@@ -231,6 +261,9 @@ class ArScheduler final : public pipeline::Scheduler {
     mutable std::condition_variable stats_cv_;
     ArSchedulerStats published_;
     std::mutex stop_mutex_;
+    std::mutex exit_mutex_;  // lockstep: stop() waits for the engine loop's end with a grace
+    std::condition_variable exit_cv_;
+    bool engine_exited_ = false;
     std::thread engine_;
 };
 

@@ -250,8 +250,10 @@ void ArScheduler::run_batch(std::vector<Scheduled> plan) {
             rows.push_back(static_cast<std::int64_t>(k));
         }
     }
-    // Aborts that arrived during the forward: their output must not leave any more.
-    apply_aborts();
+    // Aborts that arrived during the forward: their output must not leave any more. (Ranks in
+    // lockstep apply aborts only where they agreed to; the Stage drops what rank 0 emits for an
+    // aborted request.)
+    if (!options_.lockstep) apply_aborts();
     std::erase_if(rows, [&](std::int64_t k) {
         return plan[static_cast<std::size_t>(k)].sequence->status_ != SequenceStatus::running;
     });

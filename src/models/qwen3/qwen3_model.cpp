@@ -20,10 +20,13 @@ using engine::SequenceInput;
 Result<std::unique_ptr<Qwen3Model>> Qwen3Model::create(const Qwen3Config& config,
                                                        const WeightLookup& lookup,
                                                        Qwen3ModelOptions options) {
+    const TpCommunicator* tp = options.tensor_parallel.get();
     OMNI_TRY(Qwen3Weights weights, load_qwen3_weights(config, lookup,
                                                       {.dtype = options.dtype,
                                                        .device = options.device,
-                                                       .prefix = options.weight_prefix}));
+                                                       .prefix = options.weight_prefix,
+                                                       .tp_rank = tp ? tp->rank() : 0,
+                                                       .tp_size = tp ? tp->size() : 1}));
     if (!options.rotary) {
         options.rotary = std::make_unique<DefaultRotaryEmbedding>(
             static_cast<int>(config.head_dim), config.rope_theta, config.max_position_embeddings,
@@ -38,11 +41,14 @@ Qwen3Model::Qwen3Model(const Qwen3Config& config, Qwen3Weights weights, Qwen3Mod
       weights_(std::move(weights)),
       dtype_(options.dtype),
       device_(options.device),
-      rotary_(std::move(options.rotary)) {}
+      rotary_(std::move(options.rotary)),
+      tensor_parallel_(std::move(options.tensor_parallel)) {
+    if (tensor_parallel_ && tensor_parallel_->size() == 1) tensor_parallel_.reset();
+}
 
 engine::KVCacheSpec Qwen3Model::kv_spec() const {
     return {.num_layers = static_cast<int>(config_.num_hidden_layers),
-            .num_kv_heads = static_cast<int>(config_.num_key_value_heads),
+            .num_kv_heads = static_cast<int>(weights_.shard.kv_heads),
             .head_dim = static_cast<int>(config_.head_dim),
             .dtype = dtype_};
 }
@@ -114,6 +120,8 @@ Result<ForwardOutput> Qwen3Model::forward(std::span<const SequenceInput> batch, 
     OMNI_RETURN_IF_ERROR(check_batch(batch, cache));
     try {
         return run(batch, cache);
+    } catch (const TpCollectiveError& error) {
+        return fail(ErrorCode::unavailable, std::string("qwen3 forward: ") + error.what());
     } catch (const c10::Error& error) {
         return fail(ErrorCode::internal,
                     std::string("qwen3 forward: ") + error.what_without_backtrace());
@@ -122,9 +130,25 @@ Result<ForwardOutput> Qwen3Model::forward(std::span<const SequenceInput> batch, 
     }
 }
 
+void Qwen3Model::reduce(at::Tensor& partial) const {
+    if (tensor_parallel_) tensor_parallel_->all_reduce_sum(partial);
+}
+
 at::Tensor Qwen3Model::embed(std::span<const SequenceInput> batch,
                              const at::Tensor& token_ids) const {
-    at::Tensor x = weights_.embed_tokens.index_select(0, token_ids);
+    at::Tensor x;
+    if (tensor_parallel_) {
+        // Vocabulary-parallel: this rank looks up its own rows, zeros elsewhere, and the sum
+        // over the ranks is the full lookup (exactly: one rank adds the row, the others zeros).
+        const Qwen3Shard& shard = weights_.shard;
+        const at::Tensor local = token_ids - shard.vocab_begin;
+        const at::Tensor outside = (local < 0).logical_or_(local >= shard.vocab_rows);
+        x = weights_.embed_tokens.index_select(0, local.masked_fill(outside, 0));
+        x.masked_fill_(outside.unsqueeze(1), 0);
+        reduce(x);
+    } else {
+        x = weights_.embed_tokens.index_select(0, token_ids);
+    }
     std::int64_t row = 0;
     for (const SequenceInput& sequence : batch) {
         const auto count = static_cast<std::int64_t>(sequence.tokens.size());
@@ -151,8 +175,8 @@ void Qwen3Model::decoder_layer(std::int64_t index, at::Tensor& x, const RotaryTa
     const Qwen3LayerWeights& w = weights_.layers[static_cast<std::size_t>(index)];
     const std::int64_t tokens = x.size(0);
     const std::int64_t d = config_.head_dim;
-    const std::int64_t heads = config_.num_attention_heads;
-    const std::int64_t kv_heads = config_.num_key_value_heads;
+    const std::int64_t heads = weights_.shard.heads;  // of this rank
+    const std::int64_t kv_heads = weights_.shard.kv_heads;
     const double eps = config_.rms_norm_eps;
 
     const at::Tensor qkv = project(rms_norm(x, w.input_layernorm, eps), w.qkv_proj, w.qkv_bias);
@@ -170,15 +194,38 @@ void Qwen3Model::decoder_layer(std::int64_t index, at::Tensor& x, const RotaryTa
     values.view({-1, kv_heads, d}).index_copy_(0, slots, v);
     const at::Tensor attended =
         engine::paged_attention(q, keys, values, batch, 1.0 / std::sqrt(static_cast<double>(d)));
-    x.add_(project(attended.view({tokens, heads * d}), w.o_proj, w.o_bias));
+    if (tensor_parallel_) {
+        // Row-parallel: partial sums over this rank's heads; the bias joins once, after them.
+        at::Tensor attention = project(attended.view({tokens, heads * d}), w.o_proj);
+        reduce(attention);
+        if (w.o_bias.defined()) attention.add_(w.o_bias);
+        x.add_(attention);
+    } else {
+        x.add_(project(attended.view({tokens, heads * d}), w.o_proj, w.o_bias));
+    }
 
     const at::Tensor h = rms_norm(x, w.post_attention_layernorm, eps);
-    if (w.router.defined()) {
-        x.add_(moe_mlp(h, w.router, w.expert_gate_up, w.expert_down,
-                       static_cast<int>(config_.num_experts_per_tok), config_.norm_topk_prob));
-    } else {
-        x.add_(swiglu_mlp(h, w.gate_up_proj, w.down_proj));
+    at::Tensor mlp = w.router.defined() ? moe_mlp(h, w.router, w.expert_gate_up, w.expert_down,
+                                                  static_cast<int>(config_.num_experts_per_tok),
+                                                  config_.norm_topk_prob)
+                                        : swiglu_mlp(h, w.gate_up_proj, w.down_proj);
+    reduce(mlp);  // the experts' / the MLP's partial sums over this rank's columns
+    x.add_(mlp);
+}
+
+at::Tensor Qwen3Model::lm_head(const at::Tensor& hidden) const {
+    at::Tensor logits = project(hidden, weights_.lm_head).to(at::kFloat);
+    if (!tensor_parallel_) return logits;
+    // Vocabulary-parallel: every rank's rows, padded to the same width, gathered in rank order.
+    const Qwen3Shard& shard = weights_.shard;
+    if (shard.vocab_rows < shard.vocab_shard) {
+        logits = at::constant_pad_nd(logits, {0, shard.vocab_shard - shard.vocab_rows});
     }
+    const at::Tensor gathered = tensor_parallel_->all_gather(logits.contiguous());
+    return gathered.permute({1, 0, 2})
+        .reshape({hidden.size(0), shard.size * shard.vocab_shard})
+        .narrow(1, 0, config_.vocab_size)
+        .contiguous();
 }
 
 Result<ForwardOutput> Qwen3Model::run(std::span<const SequenceInput> batch, KVCache& cache) {
@@ -219,7 +266,7 @@ Result<ForwardOutput> Qwen3Model::run(std::span<const SequenceInput> batch, KVCa
     const at::Tensor hidden =
         rms_norm(x.index_select(0, to_device(last_rows)), weights_.norm, config_.rms_norm_eps);
     ForwardOutput output;
-    output.logits = project(hidden, weights_.lm_head).to(at::kFloat);
+    output.logits = lm_head(hidden);
     if (want_hidden) output.hidden = hidden;
     return output;
 }

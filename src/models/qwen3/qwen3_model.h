@@ -13,9 +13,13 @@
 // Linear layers and norms run batched over all tokens of the step; only attention runs per
 // sequence (engine/paged_attention.h).
 //
-// Tensor parallelism is a later step: the KV cache spec already counts kv heads per rank; the
-// weights loader (qwen3_weights.h) is where column / row slices will be cut, and the forward then
-// adds an all-reduce after o_proj and the MLP / MoE down projections.
+// Tensor parallelism (options.tensor_parallel, tensor_parallel.h): each rank holds its shard of
+// the weights (qwen3_weights.h: heads, kv heads, MLP / expert columns, vocabulary rows) and the
+// forward adds, per layer, an all-reduce after o_proj (biases added after it) and one after the
+// MLP / MoE down projections; the embedding lookup of each rank's vocabulary rows is masked and
+// all-reduced; the lm_head logits of each rank's rows are all-gathered, so forward() returns the
+// full [sequences, vocab] logits, the same on every rank. kv_spec() counts this rank's kv heads.
+// Every rank must run forward() on the same batch at the same time (the engine's lockstep).
 //
 // Thread safety: create() may run on any thread; forward() is driven by one engine thread and is
 // not reentrant (the rotary table cache is mutable). The weights are immutable after create().
@@ -32,6 +36,7 @@
 #include "models/qwen3/config.h"
 #include "models/qwen3/qwen3_weights.h"
 #include "models/qwen3/rotary_embedding.h"
+#include "models/qwen3/tensor_parallel.h"
 
 namespace omnirt::models::qwen3 {
 
@@ -42,6 +47,9 @@ struct Qwen3ModelOptions {
     std::string weight_prefix;  // "thinker." for Qwen3-Omni's thinker
     // Position encoding; null: DefaultRotaryEmbedding(head_dim, rope_theta). M-RoPE plugs in here.
     std::unique_ptr<RotaryEmbedding> rotary;
+    // Tensor parallelism: this rank's group (its rank() and size() pick the weight shard); null
+    // for one rank.
+    std::shared_ptr<TpCommunicator> tensor_parallel;
 };
 
 class Qwen3Model final : public engine::ModelRunner {
@@ -61,7 +69,8 @@ class Qwen3Model final : public engine::ModelRunner {
     // (empty tokens, token ids outside the vocabulary, a block table too short or naming blocks
     // outside the cache, input_embeds / embed_mask of the wrong shape), out_of_range for
     // positions beyond max_positions(), failed_precondition for a cache of another spec or
-    // device; internal when libtorch fails.
+    // device; unavailable when a tensor-parallel collective fails (the cache may then hold
+    // this step's keys for some layers); internal when libtorch fails.
     [[nodiscard]] Result<engine::ForwardOutput> forward(
         std::span<const engine::SequenceInput> batch, engine::KVCache& cache) override;
 
@@ -79,6 +88,9 @@ class Qwen3Model final : public engine::ModelRunner {
                                                     engine::KVCache& cache);
     [[nodiscard]] at::Tensor embed(std::span<const engine::SequenceInput> batch,
                                    const at::Tensor& token_ids) const;
+    [[nodiscard]] at::Tensor lm_head(const at::Tensor& hidden) const;
+    // Sums a row-parallel partial result over the ranks (nothing with one rank).
+    void reduce(at::Tensor& partial) const;
     void decoder_layer(std::int64_t index, at::Tensor& x, const RotaryTables& rotary,
                        const at::Tensor& slots, std::span<const engine::SequenceInput> batch,
                        engine::KVCache& cache) const;
@@ -88,6 +100,7 @@ class Qwen3Model final : public engine::ModelRunner {
     at::ScalarType dtype_;
     at::Device device_;
     std::unique_ptr<RotaryEmbedding> rotary_;
+    std::shared_ptr<TpCommunicator> tensor_parallel_;
 };
 
 }  // namespace omnirt::models::qwen3

@@ -21,13 +21,23 @@
 // zero-copy views of the source when it already has the model dtype and device, and converted
 // copies otherwise.
 //
-// Tensor parallelism (later): q/k/v and gate/up are column-parallel (each rank keeps its heads'
-// / its intermediate slice's rows, fused per rank), o and down row-parallel (input-column slices
-// followed by an all-reduce), embed_tokens / lm_head vocab-parallel; experts are split either
-// per expert or per intermediate slice. The loader is the place that slices.
+// Tensor parallelism (tp_size > 1): each rank loads only its slice of every sharded tensor (a
+// narrow() of the source, so a mapped checkpoint reads only the slice's pages):
+//   q/k/v, gate/up      column-parallel: the rows of this rank's heads / intermediate slice,
+//                       fused per rank; kv heads are split when num_key_value_heads divides by
+//                       tp_size, and each replicated on tp_size / num_key_value_heads ranks when
+//                       tp_size divides by num_key_value_heads;
+//   o, down             row-parallel: the matching input columns (the forward all-reduces);
+//   experts             every expert on every rank, its moe_intermediate columns split like a
+//                       dense MLP (one all-reduce per MoE block; the router is replicated);
+//   embed_tokens,       vocabulary-parallel: rows [rank * ceil(vocab / tp), ...) (the forward
+//   lm_head             masks and all-reduces the lookup, and all-gathers the logits);
+//   norms, router       replicated.
+// Sizes that do not split are refused (qwen3_shard()).
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -60,23 +70,45 @@ struct Qwen3LayerWeights {
     std::vector<at::Tensor> expert_down;     // per expert [hidden, moe_intermediate]
 };
 
+// The part of the model one tensor-parallel rank holds (everything when size == 1).
+struct Qwen3Shard {
+    int rank = 0;
+    int size = 1;
+    std::int64_t heads = 0;  // attention heads of this rank: [first_head, first_head + heads)
+    std::int64_t first_head = 0;
+    std::int64_t kv_heads = 0;  // kv heads of this rank (1 replicated head when kv < size)
+    std::int64_t first_kv_head = 0;
+    std::int64_t intermediate = 0;      // dense MLP columns of this rank (0 without dense layers)
+    std::int64_t moe_intermediate = 0;  // columns of every expert on this rank (0 when dense)
+    std::int64_t vocab_begin = 0;       // embedding / lm_head rows [vocab_begin, + vocab_rows)
+    std::int64_t vocab_rows = 0;
+    std::int64_t vocab_shard = 0;  // ceil(vocab / size): every rank's row count but the last's
+};
+
+// The shard of `rank` among `size` ranks. invalid_argument, naming the sizes, when the rank is
+// outside [0, size) or the heads, kv heads, MLP / expert widths or vocabulary do not split.
+[[nodiscard]] Result<Qwen3Shard> qwen3_shard(const Qwen3Config& config, int rank, int size);
+
 struct Qwen3Weights {
-    at::Tensor embed_tokens;  // [vocab, hidden]
+    at::Tensor embed_tokens;  // [vocab_rows, hidden] (this rank's vocabulary slice)
     std::vector<Qwen3LayerWeights> layers;
     at::Tensor norm;
     at::Tensor lm_head;  // the embedding table itself when tie_word_embeddings
+    Qwen3Shard shard;
 };
 
 struct Qwen3WeightOptions {
     at::ScalarType dtype = at::kFloat;  // float32, bfloat16, or float16 (CUDA only)
     at::Device device = at::kCPU;
     std::string prefix;  // put before every name ("thinker." for Qwen3-Omni's thinker)
+    int tp_rank = 0;     // tensor parallelism: load the slices of this rank of tp_size
+    int tp_size = 1;
 };
 
 // Errors name the tensor: the lookup's error (not_found for a missing tensor) with the name in
-// front; invalid_argument for a wrong shape (got and expected) or a non-floating dtype; the
-// config's validate() errors; unimplemented for what the forward does not do (sliding-window
-// attention, activations other than silu).
+// front; invalid_argument for a wrong shape (got and expected; the checkpoint's full shape) or a
+// non-floating dtype; the config's validate() errors; qwen3_shard()'s errors; unimplemented for
+// what the forward does not do (sliding-window attention, activations other than silu).
 [[nodiscard]] Result<Qwen3Weights> load_qwen3_weights(const Qwen3Config& config,
                                                       const WeightLookup& lookup,
                                                       const Qwen3WeightOptions& options);

@@ -126,6 +126,7 @@ Result<std::unique_ptr<pipeline::Scheduler>> make_thinker_stage(
     auto load_format = parse_load_format(load_format_name);
     if (!load_format) return fail(invalid(who + ": arg " + load_format.error().message));
     OMNI_TRY(std::int64_t dummy_seed, pipeline::int_arg(context, "dummy_seed", 0));
+    OMNI_TRY(std::int64_t tp_timeout_s, positive_arg(context, "tp_timeout_s", 300));
     if (block_size > 1024 || max_total_tokens < block_size) {
         return fail(invalid(who + ": arg 'block_size' must be at most 1024 and at most "
                                   "max_total_tokens"));
@@ -151,11 +152,23 @@ Result<std::unique_ptr<pipeline::Scheduler>> make_thinker_stage(
     if (!dummy || std::filesystem::exists(tokenizer_path)) {
         OMNI_TRY(tokenizer, text::Tokenizer::from_file(tokenizer_path.string()));
     }
+    // Tensor parallelism: this rank's weight shard; the group connects on the engine thread.
+    std::shared_ptr<C10dTpGroup> tp_group;
+    if (context.tp_size > 1) {
+        OMNI_TRY(tp_group, C10dTpGroup::create(
+                               {.name = who,
+                                .rank = context.tp_rank,
+                                .size = context.tp_size,
+                                .rendezvous = context.tp_rendezvous,
+                                .device = torch_bridge::to_torch_device(context.device),
+                                .timeout = std::chrono::seconds(tp_timeout_s)}));
+    }
     OMNI_TRY(std::unique_ptr<Qwen3Model> model,
              Qwen3Model::create(
                  config, [&weights](const std::string& name) { return weights->tensor(name); },
                  Qwen3ModelOptions{.dtype = dtype,
-                                   .device = torch_bridge::to_torch_device(context.device)}));
+                                   .device = torch_bridge::to_torch_device(context.device),
+                                   .tensor_parallel = tp_group}));
     weights->finish();
 
     // Without a tokenizer no id has text (size 0).
@@ -194,7 +207,8 @@ Result<std::unique_ptr<pipeline::Scheduler>> make_thinker_stage(
         .stream_targets = context.stream_to,
         .stream_hidden = stream_hidden,
         .seed = static_cast<std::uint64_t>(seed),
-        .tracer = context.tracer};
+        .tracer = context.tracer,
+        .lockstep = tp_group};
     OMNI_TRY(auto scheduler, engine::ArScheduler::create(std::move(options), std::move(model)));
     return std::unique_ptr<pipeline::Scheduler>(std::move(scheduler));
 }

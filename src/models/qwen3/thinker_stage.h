@@ -20,6 +20,12 @@
 //                         weights at the config's real sizes (only config.json is read;
 //                         tokenizer.json is optional then, prompts come as data.input_ids)
 //   dummy_seed            the seed of dummy weights (0); the same seed, the same weights
+//   tp_timeout_s          tensor parallelism (tp_size > 1): how long the ranks wait for each
+//                         other to join and in any one collective (300)
+//
+// With tp_size > 1 each rank loads its shard of the weights (qwen3_weights.h) and the ranks'
+// ArSchedulers run in lockstep over a c10d group on the stage's rendezvous (tensor_parallel.h,
+// engine/lockstep.h; docs/engine.md, "Tensor parallelism").
 //
 // Loading at least 64 MiB of weights shows progress (bytes and tensors) on stderr.
 //
