@@ -225,7 +225,8 @@ Status write_frame(int fd, const Value& value) {
     std::uint32_t n = static_cast<std::uint32_t>(body.size());
     std::uint8_t header[4] = {static_cast<std::uint8_t>(n), static_cast<std::uint8_t>(n >> 8),
                               static_cast<std::uint8_t>(n >> 16), static_cast<std::uint8_t>(n >> 24)};
-    OMNI_RETURN_IF_ERROR(write_all(fd, header, 4));
+    // One write per frame: a separate write of the header woke the reader twice per message.
+    body.insert(body.begin(), header, header + 4);
     return write_all(fd, body.data(), body.size());
 }
 

@@ -197,7 +197,7 @@ Status DedicatedSegment::claim(std::uint32_t generation, std::uint64_t offset,
                             std::to_string(posted_nbytes) + ", " + std::to_string(size) +
                             " bytes mapped)");
         }
-        header().reader_pid.store(::getpid());
+        header().reader_pid.store(current_pid());
         wake();  // a sender waiting for delivery (wait_for_delivery)
         return {};
     }

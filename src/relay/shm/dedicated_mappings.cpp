@@ -17,30 +17,29 @@ void DedicatedMappings::drop_if(Predicate drop, Entries& dropped) {
     }
 }
 
-Result<std::shared_ptr<DedicatedSegment>> DedicatedMappings::find_or_open(
-    const TransferMetadata& metadata, bool populate) {
-    Entries dropped;  // unmapped outside the lock
-    {
-        std::lock_guard lock(mutex_);
-        auto it = std::find_if(entries_.begin(), entries_.end(), [&](const Entry& entry) {
-            return entry.name == metadata.segment &&
-                   entry.segment->segment_id() == metadata.segment_id &&
-                   entry.segment->owner_pid() == metadata.owner_pid;
-        });
-        if (it != entries_.end() && !it->segment->retired()) {
-            entries_.splice(entries_.begin(), entries_, it);
-            return entries_.front().segment;
-        }
-    }
-    // Not cached, or cached as another incarnation: an entry of the same name goes only once
-    // the name was mapped afresh, so that stale metadata cannot evict a good entry.
+std::shared_ptr<DedicatedSegment> DedicatedMappings::find(const TransferMetadata& metadata) {
+    std::lock_guard lock(mutex_);
+    auto it = std::find_if(entries_.begin(), entries_.end(), [&](const Entry& entry) {
+        return entry.name == metadata.segment &&
+               entry.segment->segment_id() == metadata.segment_id &&
+               entry.segment->owner_pid() == metadata.owner_pid;
+    });
+    if (it == entries_.end() || it->segment->retired()) return nullptr;
+    entries_.splice(entries_.begin(), entries_, it);
+    return entries_.front().segment;
+}
+
+Result<std::shared_ptr<DedicatedSegment>> DedicatedMappings::open(const TransferMetadata& metadata,
+                                                                  bool populate) {
     OMNI_TRY(auto segment, DedicatedSegment::open(metadata.segment, metadata.owner_pid,
                                                   metadata.segment_id, populate));
+    Entries dropped;  // unmapped outside the lock
     std::lock_guard lock(mutex_);
     ++opened_;
     const std::uint64_t bytes = segment->segment().size();
     if (closed_ || bytes > capacity_bytes_) return segment;
-    // The name's earlier incarnation, or the same segment mapped meanwhile by another thread.
+    // An entry of the same name: another incarnation (a stale entry never matches find), or
+    // the same segment mapped meanwhile by another thread.
     drop_if([&](const Entry& entry) { return entry.name == metadata.segment; }, dropped);
     // The cold path also forgets senders that died without retiring their segments.
     std::vector<pid_t> dead;

@@ -33,10 +33,13 @@ public:
     DedicatedMappings(const DedicatedMappings&) = delete;
     DedicatedMappings& operator=(const DedicatedMappings&) = delete;
 
-    // The mapping of the dedicated segment `metadata` names: the cached one, or a new mapping
-    // (`populate` pre-faults it), cached when it fits. Errors of DedicatedSegment::open.
-    [[nodiscard]] Result<std::shared_ptr<DedicatedSegment>> find_or_open(
-        const TransferMetadata& metadata, bool populate);
+    // The cached mapping of the segment `metadata` names (same name, id and owner, not
+    // retired), or null.
+    [[nodiscard]] std::shared_ptr<DedicatedSegment> find(const TransferMetadata& metadata);
+    // Maps the segment afresh (`populate` pre-faults it) and caches it when it fits, replacing
+    // an entry of the same name. Errors of DedicatedSegment::open.
+    [[nodiscard]] Result<std::shared_ptr<DedicatedSegment>> open(const TransferMetadata& metadata,
+                                                                 bool populate);
     // Drops the entries of retired segments. Cheap: reads one flag per entry.
     void drop_retired();
     void forget_owner(pid_t owner);

@@ -343,7 +343,7 @@ Status Pool::claim(SlotTicket ticket, std::uint64_t offset, std::uint64_t nbytes
                         " vs posted offset " + std::to_string(posted_offset) + " nbytes " +
                         std::to_string(posted_nbytes));
     }
-    slot.reader_pid.store(::getpid());
+    slot.reader_pid.store(current_pid());
     wake_slot(ticket.slot);  // a sender waiting for delivery (wait_for_delivery)
     return {};
 }

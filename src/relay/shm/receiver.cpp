@@ -77,15 +77,16 @@ Result<std::unique_ptr<GetOperation>> Receiver::get(const Value& metadata, Tenso
     OMNI_TRY(TransferMetadata parsed, TransferMetadata::parse(metadata));
     OMNI_RETURN_IF_ERROR(check_destination(dest, parsed.nbytes));
     dedicated_.drop_retired();
-    if (!process_alive(parsed.owner_pid)) {
-        forget_owner(parsed.owner_pid);
-        return fail(ErrorCode::unavailable, "the sending process " +
-                                                std::to_string(parsed.owner_pid) +
-                                                " of shm segment '" + parsed.segment + "' is gone");
+    // A transfer in memory this receiver has mapped before is read without asking whether its
+    // sender still lives: what it posted is complete either way.
+    auto read = parsed.kind == TransferKind::slot ? read_slot(parsed, std::move(dest))
+                                                  : read_dedicated(parsed, std::move(dest));
+    if (!read) {
+        // A dead sender explains a refusal better than the refusal itself.
+        OMNI_RETURN_IF_ERROR(check_sender_alive(parsed));
+        return fail(read.error());
     }
-    OMNI_TRY(Tensor tensor, parsed.kind == TransferKind::slot
-                                ? read_slot(parsed, std::move(dest))
-                                : read_dedicated(parsed, std::move(dest)));
+    Tensor tensor = std::move(*read);
 
     auto state = std::make_shared<GetState>();
     state->tensor = std::move(tensor);
@@ -121,6 +122,7 @@ Result<std::shared_ptr<Pool>> Receiver::pool_for(const TransferMetadata& metadat
             pools_.erase(it);  // a segment of the same name from another incarnation
         }
     }
+    OMNI_RETURN_IF_ERROR(check_sender_alive(metadata));
     OMNI_TRY(auto pool, Pool::attach(metadata.segment, metadata.owner_pid, metadata.pool_id));
     if (pool->closed()) {
         return fail(ErrorCode::unavailable,
@@ -156,14 +158,19 @@ Result<Tensor> Receiver::read_slot(const TransferMetadata& metadata, Tensor dest
     const SlotTicket ticket{metadata.slot, metadata.generation};
     OMNI_RETURN_IF_ERROR(pool->claim(ticket, metadata.offset, metadata.nbytes));
     std::byte* data = pool->segment()->data() + metadata.offset;
+    const pid_t owner = metadata.owner_pid;
     if (zero_copy_into(dest)) {
         // The view keeps the mapping; its last reference hands the credit back.
         return read_only_view(data, metadata.nbytes,
-                              [pool, ticket](std::byte*) { pool->release(ticket); });
+                              [pool, ticket, receiver = weak_from_this(), owner](std::byte*) {
+                                  pool->release(ticket);
+                                  forget_if_dead(receiver, owner);
+                              });
     }
     auto target = copy_destination(std::move(dest), metadata.nbytes);
     if (target) copy_bytes(target->mutable_data(), data, metadata.nbytes);
     pool->release(ticket);
+    forget_if_dead(weak_from_this(), owner);
     return target;
 }
 
@@ -173,18 +180,27 @@ Result<Tensor> Receiver::read_dedicated(const TransferMetadata& metadata, Tensor
     // pre-faulted mapping, a parallel copy faults its chunks in parallel. Either way only the
     // first transfer through a segment pays: the mapping is kept for the next one.
     const bool populate = !zero_copy && !copy_runs_in_parallel(metadata.nbytes);
-    OMNI_TRY(auto segment, dedicated_.find_or_open(metadata, populate));
+    auto segment = dedicated_.find(metadata);
+    if (!segment) {
+        OMNI_RETURN_IF_ERROR(check_sender_alive(metadata));
+        OMNI_TRY(segment, dedicated_.open(metadata, populate));
+    }
     const std::uint32_t generation = metadata.generation;
     OMNI_RETURN_IF_ERROR(segment->claim(generation, metadata.offset, metadata.nbytes));
     std::byte* data = segment->data_at(metadata.offset);
     if (zero_copy) {
         // The view keeps the mapping; its last reference lets the sender reuse the segment.
         return read_only_view(data, metadata.nbytes,
-                              [segment, generation](std::byte*) { segment->release(generation); });
+                              [segment, generation, receiver = weak_from_this(),
+                               owner = metadata.owner_pid](std::byte*) {
+                                  segment->release(generation);
+                                  forget_if_dead(receiver, owner);
+                              });
     }
     auto target = copy_destination(std::move(dest), metadata.nbytes);
     if (target) copy_bytes(target->mutable_data(), data, metadata.nbytes);
     segment->release(generation);
+    forget_if_dead(weak_from_this(), metadata.owner_pid);
     return target;
 }
 
@@ -196,6 +212,23 @@ void Receiver::forget_owner(pid_t owner) {
     }
     dedicated_.forget_owner(owner);
     remove_segments_of_dead_process(owner);
+}
+
+Status Receiver::check_sender_alive(const TransferMetadata& metadata) {
+    if (process_alive(metadata.owner_pid)) return {};
+    forget_owner(metadata.owner_pid);
+    return fail(ErrorCode::unavailable, "the sending process " +
+                                            std::to_string(metadata.owner_pid) +
+                                            " of shm segment '" + metadata.segment + "' is gone");
+}
+
+void Receiver::forget_if_dead(const std::weak_ptr<Receiver>& receiver, pid_t owner) {
+    if (owner == current_pid() || process_alive(owner)) return;
+    if (auto self = receiver.lock()) {
+        self->forget_owner(owner);
+    } else {
+        remove_segments_of_dead_process(owner);
+    }
 }
 
 void Receiver::cleanup(const std::string& request_id) {

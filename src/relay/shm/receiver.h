@@ -4,8 +4,15 @@
 // metadata against the mapped segment, and either copies into a destination or hands out a
 // read-only view whose release returns the sender's credit (or dedicated segment).
 //
+// Sender death: a transfer in memory the receiver has mapped before is read without asking
+// whether its sender lives (what it posted is complete either way); the question is asked, off
+// the get's latency path, when the transfer is released (after the copy, or when the view goes),
+// and before mapping anything new or reporting a refusal. A dead sender's mappings go and its
+// segments are unlinked.
+//
 // Thread safety: every member may be called from any thread. get() copies on the calling
-// thread before it returns (copy mode); zero-copy gets never touch the payload.
+// thread before it returns (copy mode); zero-copy gets never touch the payload. Owned by a
+// shared_ptr (views refer back to it weakly).
 #include <memory>
 #include <mutex>
 #include <string>
@@ -28,7 +35,7 @@ struct ReceiverOptions {
     std::uint64_t dedicated_mapping_bytes = 0;
 };
 
-class Receiver {
+class Receiver : public std::enable_shared_from_this<Receiver> {
 public:
     explicit Receiver(ReceiverOptions options)
         : options_(std::move(options)), dedicated_(options_.dedicated_mapping_bytes) {}
@@ -56,6 +63,11 @@ private:
     [[nodiscard]] Result<Tensor> read_dedicated(const TransferMetadata& metadata, Tensor dest);
     // Forgets the pools of a dead sender and unlinks its segments.
     void forget_owner(pid_t owner);
+    // unavailable, after forget_owner, when the sender of `metadata` is dead. A system call:
+    // only for new mappings and refused transfers, not on the hot path.
+    [[nodiscard]] Status check_sender_alive(const TransferMetadata& metadata);
+    // After a transfer of `owner` was released: forgets the owner if it died meanwhile.
+    static void forget_if_dead(const std::weak_ptr<Receiver>& receiver, pid_t owner);
     [[nodiscard]] bool zero_copy_into(const Tensor& dest) const {
         return options_.zero_copy && !dest.defined();
     }

@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -138,6 +139,21 @@ std::uint64_t random_id() {
     std::random_device device;
     std::uint64_t id = (std::uint64_t{device()} << 32) | device();
     return id & 0x3fffffffffffffffULL;
+}
+
+namespace {
+std::atomic<pid_t> cached_pid{0};
+void forget_cached_pid() { cached_pid.store(0, std::memory_order_relaxed); }
+}  // namespace
+
+pid_t current_pid() {
+    pid_t pid = cached_pid.load(std::memory_order_relaxed);
+    if (pid != 0) return pid;
+    static const bool forget_in_child = ::pthread_atfork(nullptr, nullptr, forget_cached_pid) == 0;
+    (void)forget_in_child;
+    pid = ::getpid();
+    cached_pid.store(pid, std::memory_order_relaxed);
+    return pid;
 }
 
 bool process_alive(pid_t pid) {

@@ -45,6 +45,10 @@ struct SegmentName {
 // 62 random bits (so that it fits a non-negative int64 in metadata): pool and segment ids.
 [[nodiscard]] std::uint64_t random_id();
 
+// getpid() without a system call after the first: cached, and forgotten in a forked child. The
+// hot path uses it (a system call right after a large memory sweep costs microseconds).
+[[nodiscard]] pid_t current_pid();
+
 // False only when no process with `pid` exists (kill(pid, 0) fails with ESRCH). Processes of
 // other users count as alive.
 [[nodiscard]] bool process_alive(pid_t pid);

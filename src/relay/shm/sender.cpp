@@ -200,7 +200,7 @@ Result<std::unique_ptr<PutOperation>> Sender::put(const Tensor& tensor,
     }
     const std::uint64_t nbytes = tensor.nbytes();
     TransferMetadata metadata{.segment = pool_->segment()->name(),
-                              .owner_pid = ::getpid(),
+                              .owner_pid = current_pid(),
                               .nbytes = nbytes,
                               .pool_id = pool_->pool_id()};
     std::shared_ptr<Transfer> transfer;

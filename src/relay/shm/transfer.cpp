@@ -11,7 +11,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 bool reader_died(pid_t reader) {
-    return reader != 0 && reader != ::getpid() && !process_alive(reader);
+    return reader != 0 && reader != current_pid() && !process_alive(reader);
 }
 
 }  // namespace
