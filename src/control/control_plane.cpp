@@ -56,6 +56,10 @@ struct ControlPlane::State {
     int wake_fd = -1;
     std::thread io_thread;
     std::thread::id io_thread_id;
+    // True while the IO thread is (about to be) blocked in zmq_poll with nothing queued: the
+    // first sender then writes the eventfd and clears it. A busy IO thread needs no wake-up (it
+    // sends what is queued before it polls again). Guarded by `mutex`.
+    bool io_waiting = false;
 
     ~State() {
         if (wake_fd >= 0) ::close(wake_fd);
@@ -72,15 +76,31 @@ struct ControlPlane::State {
             return fail(ErrorCode::failed_precondition, "control plane is stopped");
         }
         // The IO thread itself must never block on its own queue.
-        if (std::this_thread::get_id() != io_thread_id) {
-            not_full.wait(lock, [&] { return queue.size() < options.send_queue_capacity || stopping; });
+        const bool on_io_thread = std::this_thread::get_id() == io_thread_id;
+        if (!on_io_thread) {
+            not_full.wait(lock,
+                          [&] { return queue.size() < options.send_queue_capacity || stopping; });
             if (stopping) return fail(ErrorCode::failed_precondition, "control plane is stopped");
         }
-        bool was_empty = queue.empty();
         queue.push_back(std::move(item));
+        const bool wake_up = io_waiting;
+        io_waiting = false;
         lock.unlock();
-        if (was_empty) wake();
+        if (wake_up) wake();
         return {};
+    }
+
+    // Sends (or keeps pending) everything queued so far. IO thread, awake.
+    void dispatch_queued() {
+        std::deque<Outgoing> batch;
+        {
+            std::lock_guard lock(mutex);
+            io_waiting = false;
+            if (queue.empty()) return;
+            batch.swap(queue);
+        }
+        not_full.notify_all();
+        for (auto& item : batch) dispatch(std::move(item));
     }
 
     Outbound& outbound_for(const std::string& endpoint) {
@@ -226,6 +246,11 @@ struct ControlPlane::State {
                     if ((queue.empty() && all_flushed()) || left.count() <= 0) break;
                     timeout = std::max<long>(1, std::min<long>(left.count(), 10));
                 }
+                if (!queue.empty()) {
+                    timeout = 0;  // queued while this thread was busy: no wake-up came for it
+                } else {
+                    io_waiting = true;
+                }
             }
             int ready = zmq_poll(items.data(), static_cast<int>(items.size()), timeout);
             if (ready < 0 && zmq_errno() != EINTR) {
@@ -236,16 +261,11 @@ struct ControlPlane::State {
                 std::uint64_t count;
                 [[maybe_unused]] auto n = ::read(wake_fd, &count, sizeof count);
             }
-            std::deque<Outgoing> batch;
-            {
-                std::lock_guard lock(mutex);
-                batch.swap(queue);
-            }
-            not_full.notify_all();
-            for (auto& item : batch) dispatch(std::move(item));
+            dispatch_queued();
             for (std::size_t i = 0; i < inbound.size(); ++i) {
                 if (items[1 + i].revents & ZMQ_POLLIN && !finishing) receive_all(inbound[i]);
             }
+            dispatch_queued();  // what the handlers sent
             if (publisher) {
                 if (items[publisher_index].revents & ZMQ_POLLIN) read_subscriptions();
                 flush(*publisher, publish_pending, stats.published);
@@ -368,9 +388,8 @@ Status ControlPlane::wait_for_subscribers(std::size_t count, Duration timeout) {
         lock, timeout, [&] { return state_->subscribers >= count; });
     if (!reached) {
         return fail(ErrorCode::deadline_exceeded,
-                    "only " + std::to_string(state_->subscribers) + " of " +
-                        std::to_string(count) + " subscribers joined within " +
-                        std::to_string(timeout.count()) + " ms");
+                    "only " + std::to_string(state_->subscribers) + " of " + std::to_string(count) +
+                        " subscribers joined within " + std::to_string(timeout.count()) + " ms");
     }
     return {};
 }

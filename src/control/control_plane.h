@@ -6,8 +6,10 @@
 //
 // Threading: one IO thread owns every socket. send() and publish() may be called from any
 // thread: they encode on the caller's thread and hand the bytes to the IO thread through a
-// bounded queue and an eventfd wake-up (no polling with sleeps). Handlers run on the IO thread
-// and must not block; hand work to another thread's queue.
+// bounded queue, with an eventfd wake-up only when the IO thread is blocked in poll (no polling
+// with sleeps; a busy IO thread sends what is queued before it polls again, and what a handler
+// sends goes out right after the handler returns). Handlers run on the IO thread and must not
+// block; hand blocking work to another thread's queue.
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -42,7 +44,7 @@ struct ControlStats {
 };
 
 class ControlPlane {
-public:
+  public:
     // Called on the IO thread with every well-formed message a socket receives.
     using Handler = std::function<void(proto::ControlMessage message)>;
 
@@ -77,7 +79,7 @@ public:
 
     [[nodiscard]] const ControlStats& stats() const;
 
-private:
+  private:
     struct State;
     explicit ControlPlane(std::unique_ptr<State> state);
     std::unique_ptr<State> state_;

@@ -17,7 +17,7 @@ namespace omnirt::pipeline {
 
 template <class T>
 class BlockingQueue {
-public:
+  public:
     using Clock = std::chrono::steady_clock;
 
     explicit BlockingQueue(std::size_t capacity) : capacity_(capacity == 0 ? 1 : capacity) {}
@@ -59,6 +59,22 @@ public:
         return take(lock);
     }
 
+    // Blocks until an item is queued (true) or the queue is closed and empty (false); removes
+    // nothing. For a consumer that pops with try_pop() under a lock of its own, so that another
+    // thread holding that lock can tell "nothing queued, nothing being handled" (stage.h).
+    bool wait_not_empty() {
+        std::unique_lock lock(mutex_);
+        not_empty_.wait(lock, [&] { return closed_ || !items_.empty(); });
+        return !items_.empty();
+    }
+
+    // Like wait_not_empty(), but gives up at `deadline` (false; check closed() to tell apart).
+    bool wait_not_empty_until(Clock::time_point deadline) {
+        std::unique_lock lock(mutex_);
+        not_empty_.wait_until(lock, deadline, [&] { return closed_ || !items_.empty(); });
+        return !items_.empty();
+    }
+
     // Never blocks.
     std::optional<T> try_pop() {
         std::unique_lock lock(mutex_);
@@ -96,7 +112,7 @@ public:
     }
     [[nodiscard]] std::size_t capacity() const { return capacity_; }
 
-private:
+  private:
     std::optional<T> take(std::unique_lock<std::mutex>& lock) {
         if (items_.empty()) return std::nullopt;
         std::optional<T> item(std::move(items_.front()));

@@ -10,10 +10,15 @@
 //  * start() launches the scheduler's own threads; stop() closes the inbox, joins them and then
 //    closes the outbox (so the Stage's drain loop ends after the last message);
 //  * abort() may be called from any thread: queued work of the request is removed and results of
-//    running work are dropped instead of reaching the outbox.
+//    running work are dropped instead of reaching the outbox;
+//  * outputs go through deliver(): into the outbox, or, when the Stage installed an output sink,
+//    to the sink, which may handle a cheap output on the producing thread (one thread hand-off
+//    less per message) and pushes the rest into the outbox itself. A scheduler that pushes into
+//    outbox_ directly still works; its outputs always take the Stage's output thread.
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -66,6 +71,10 @@ inline constexpr std::size_t kDefaultQueueCapacity = 4096;
 
 class Scheduler {
   public:
+    // Takes one output; false (the message dropped) when the outbox is closed. Called on the
+    // scheduler's threads; may block like outbox().push().
+    using OutputSink = std::function<bool(OutgoingMessage message)>;
+
     explicit Scheduler(std::size_t inbox_capacity = kDefaultQueueCapacity,
                        std::size_t outbox_capacity = kDefaultQueueCapacity)
         : inbox_(inbox_capacity), outbox_(outbox_capacity) {}
@@ -75,6 +84,9 @@ class Scheduler {
 
     [[nodiscard]] BlockingQueue<IncomingMessage>& inbox() { return inbox_; }
     [[nodiscard]] BlockingQueue<OutgoingMessage>& outbox() { return outbox_; }
+
+    // Installed by the Stage before start(); never changed afterwards.
+    void set_output_sink(OutputSink sink) { output_sink_ = std::move(sink); }
 
     [[nodiscard]] virtual Status start() = 0;
     // Idempotent. Closes the inbox, joins the scheduler's threads, then closes the outbox.
@@ -109,9 +121,19 @@ class Scheduler {
         Clock::time_point start_;
     };
 
+    // Hands one output to the Stage: the output sink when one is installed, else the outbox.
+    // Blocks while the outbox is full; false (message dropped) once it is closed.
+    bool deliver(OutgoingMessage message) {
+        if (output_sink_) return output_sink_(std::move(message));
+        return outbox_.push(std::move(message));
+    }
+
     std::atomic<std::int64_t> compute_ns_{0};
     BlockingQueue<IncomingMessage> inbox_;
     BlockingQueue<OutgoingMessage> outbox_;
+
+  private:
+    OutputSink output_sink_;
 };
 
 }  // namespace omnirt::pipeline

@@ -256,7 +256,7 @@ void SimpleScheduler::finish(const std::shared_ptr<Job>& job, Result<StagePayloa
         out.kind = OutgoingKind::error;
         out.error = std::move(result).error();
     }
-    outbox_.push(std::move(out));
+    deliver(std::move(out));
 }
 
 bool SimpleScheduler::emit_chunk(Job& job, Value chunk, std::optional<std::string> target,
@@ -268,10 +268,10 @@ bool SimpleScheduler::emit_chunk(Job& job, Value chunk, std::optional<std::strin
     std::int64_t& next_id = job.next_chunk_id[target];
     auto stream_chunk = std::make_shared<const StreamChunk>(StreamChunk{
         .chunk_id = next_id++, .chunk = std::move(chunk), .metadata = std::move(metadata)});
-    return outbox_.push(OutgoingMessage{.request_id = job.request_id,
-                                        .kind = OutgoingKind::stream,
-                                        .chunk = std::move(stream_chunk),
-                                        .target = std::move(target)});
+    return deliver(OutgoingMessage{.request_id = job.request_id,
+                                   .kind = OutgoingKind::stream,
+                                   .chunk = std::move(stream_chunk),
+                                   .target = std::move(target)});
 }
 
 }  // namespace omnirt::pipeline

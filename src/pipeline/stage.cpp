@@ -109,6 +109,7 @@ Result<std::unique_ptr<Stage>> Stage::create(StageOptions options,
     auto input = make_input_handler(*plan, tracer.get());
     if (!input) return context(input.error());
     state->input = std::move(*input);
+    state->inline_input = !state->input->aggregates();
     state->next = {plan->next.begin(), plan->next.end()};
     state->stream_to = {plan->stream_to.begin(), plan->stream_to.end()};
     for (const auto& other : options.plan->stages) {
@@ -144,11 +145,9 @@ Status Stage::start() {
     auto control = control::ControlPlane::create();
     if (!control) return failed(control.error());
     s.control = std::move(*control);
+    // Blocks only when the stage thread is kEventQueueCapacity events behind.
     auto handler = [state = &s](proto::ControlMessage message) {
-        // Blocks only when the stage thread is kEventQueueCapacity events behind.
-        if (!state->events.push(StageEvent(std::move(message)))) {
-            state->dropped_messages.fetch_add(1);
-        }
+        state->deliver_event(StageEvent(std::move(message)));
     };
     if (auto bound = s.control->bind_pull(s.plan->endpoint, handler); !bound) {
         return failed(bound.error());
@@ -161,6 +160,9 @@ Status Stage::start() {
         s.options.local->add(this);
         s.registered_local = true;
     }
+    s.scheduler->set_output_sink([state = &s](OutgoingMessage message) {
+        return state->deliver_output(std::move(message));
+    });
     if (auto status = s.scheduler->start(); !status) return failed(status.error());
     s.stage_thread = std::thread([&s] { s.run_stage_thread(); });
     s.output_thread = std::thread([&s] { s.run_output_thread(); });
@@ -185,6 +187,10 @@ void Stage::stop() {
     s.scheduler->inbox().close();
     s.relay->close();
     if (s.stage_thread.joinable()) s.stage_thread.join();
+    {
+        // An event being handled inline finishes; later ones see `stopping` and are dropped.
+        std::lock_guard barrier(s.input_mutex);
+    }
     s.scheduler->stop();
     s.scheduler->outbox().close();  // in case the scheduler never started
     if (s.output_thread.joinable()) s.output_thread.join();
@@ -205,25 +211,19 @@ StageStats Stage::stats() const { return state_->stats(); }
 void Stage::receive_local_payload(const std::string& from_stage,
                                   std::shared_ptr<const StagePayload> payload) {
     if (!payload) return;
-    if (!state_->events.push(LocalPayloadEvent{from_stage, std::move(payload)})) {
-        state_->dropped_messages.fetch_add(1);
-    }
+    state_->deliver_event(LocalPayloadEvent{from_stage, std::move(payload)});
 }
 
 void Stage::receive_local_stream(const std::string& from_stage, const std::string& request_id,
                                  std::shared_ptr<const StreamChunk> chunk) {
     if (!chunk) return;
-    if (!state_->events.push(LocalChunkEvent{from_stage, request_id, std::move(chunk)})) {
-        state_->dropped_messages.fetch_add(1);
-    }
+    state_->deliver_event(LocalChunkEvent{from_stage, request_id, std::move(chunk)});
 }
 
 void Stage::receive_local_stream_signal(const std::string& from_stage,
                                         const std::string& request_id, bool done,
                                         std::optional<std::string> error) {
-    if (!state_->events.push(LocalSignalEvent{from_stage, request_id, done, std::move(error)})) {
-        state_->dropped_messages.fetch_add(1);
-    }
+    state_->deliver_event(LocalSignalEvent{from_stage, request_id, done, std::move(error)});
 }
 
 // --- shared helpers ---

@@ -1,4 +1,6 @@
-// Stage thread: control events, relay reads, fan-in and scheduler inbox pushes.
+// Events: control messages and same-process deliveries, handled on the stage thread (relay
+// reads, fan-in) or, when nothing blocks, on the thread that delivers them; scheduler inbox
+// pushes.
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -16,19 +18,56 @@ struct Overloaded : Ts... {
 
 }  // namespace
 
+bool Stage::State::can_handle_inline(const StageEvent& event) const {
+    if (!inline_input) return false;
+    const auto* message = std::get_if<proto::ControlMessage>(&event);
+    if (message == nullptr) return true;  // same-process payloads, chunks and signals
+    if (const auto* data_ready = std::get_if<proto::DataReadyMessage>(message)) {
+        return data_ready->relay_metadata.is_null();  // no relay read to wait for
+    }
+    // Shutdown and profiler messages take the stage thread (host callback, file writes).
+    return std::holds_alternative<proto::SubmitMessage>(*message) ||
+           std::holds_alternative<proto::AbortMessage>(*message);
+}
+
+void Stage::State::deliver_event(StageEvent event) {
+    // Only while the scheduler's inbox is empty: an idle stage gains a hand-off, a busy one
+    // keeps the stage thread working in parallel with this one (measured: handling every event
+    // here costs a fifth of the throughput with 200 requests in flight).
+    BlockingQueue<IncomingMessage>& inbox = scheduler->inbox();
+    if (can_handle_inline(event) && inbox.size() == 0) {
+        std::unique_lock lock(input_mutex, std::try_to_lock);
+        // One event pushes at most two messages into the inbox (a chunk and its done signal);
+        // with room for them the push cannot block (only event handlers push).
+        if (lock.owns_lock() && !stopping.load() && events.size() == 0 &&
+            inbox.size() + 2 <= inbox.capacity()) {
+            handle_event(std::move(event));
+            return;
+        }
+    }
+    if (!events.push(std::move(event))) dropped_messages.fetch_add(1);
+}
+
 void Stage::State::run_stage_thread() {
     Clock::time_point next_heartbeat = Clock::now() + options.heartbeat_interval;
     while (!stopping.load()) {
         Clock::time_point deadline = next_heartbeat;
-        if (auto fan_in = input->next_deadline()) deadline = std::min(deadline, *fan_in);
-        std::optional<StageEvent> event = events.pop_until(deadline);
-        if (event) {
-            handle_event(std::move(*event));
+        {
+            std::lock_guard lock(input_mutex);
+            if (auto fan_in = input->next_deadline()) deadline = std::min(deadline, *fan_in);
+        }
+        if (events.wait_not_empty_until(deadline)) {
+            // Popped under the lock: see stage_internal.h.
+            std::lock_guard lock(input_mutex);
+            if (std::optional<StageEvent> event = events.try_pop()) handle_event(std::move(*event));
         } else if (events.closed()) {
             break;
         }
         Clock::time_point now = Clock::now();
-        expire_fan_in(now);
+        {
+            std::lock_guard lock(input_mutex);
+            expire_fan_in(now);
+        }
         if (now >= next_heartbeat) {
             send_heartbeat();
             next_heartbeat = now + options.heartbeat_interval;

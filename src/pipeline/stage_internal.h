@@ -5,12 +5,27 @@
 //   stage_output.cpp  the output thread (outbox -> routing and writes) and the put waiter
 //
 // Threads and what they own:
-//   * control-plane IO thread: only pushes events onto `events`;
-//   * stage thread: `input` (the input handler), scheduler inbox pushes, relay gets, aborts,
+//   * control-plane IO thread and local senders: hand events over through deliver_event();
+//   * stage thread: queued events (relay gets, fan-in, inbox pushes, aborts), fan-in timeouts,
 //     heartbeats;
-//   * output thread: the scheduler outbox, relay puts, data_ready / complete / stream sends;
+//   * output thread: queued outputs of the scheduler (relay puts, data_ready / complete / stream
+//     sends);
 //   * put waiter: waits for puts in FIFO order, then runs the request's relay cleanup.
 // `book` (under book_mutex) is the per-request state every thread consults.
+//
+// Same-thread fast paths while the stage is idle (its scheduler's inbox is empty; a busy stage
+// keeps its threads working in parallel), one thread hand-off less each (pipeline.md, "Stage
+// threads"):
+//   * an event that needs no blocking work (a submit, a data_ready without relay data, an abort,
+//     a same-process payload, chunk or signal) is handled by the thread that delivers it when
+//     the stage does not aggregate, nothing is queued before it and the stage thread is idle;
+//   * an output that moves no tensor data (a result or chunk without tensor bytes, one for a
+//     same-process target, an error) is handled by the scheduler thread that emits it when
+//     nothing is queued before it and the output thread is idle.
+// Whoever handles an event holds `input_mutex`; whoever handles an output holds
+// `output_mutex`. The stage and output threads pop only while holding their mutex, so "queue
+// empty" under the mutex means that nothing is queued or half-handled: events and outputs of
+// one producer keep their order whichever thread handles them.
 #include <atomic>
 #include <cstdint>
 #include <map>
@@ -153,6 +168,16 @@ struct Stage::State {
     mutable std::mutex book_mutex;
     RequestBook book;
 
+    // Held while an event is handled (stage thread or deliver_event) and while an output is
+    // handled (output thread or deliver_output). Never held across a wait for the other.
+    std::mutex input_mutex;
+    std::mutex output_mutex;
+    // Fixed after create(): a stage that does not aggregate may handle events inline.
+    bool inline_input = false;
+    // Puts handed to the put waiter and not yet waited for; when zero, a request that leaves
+    // the stage releases its relay state at once instead of through the put waiter.
+    std::atomic<std::int64_t> puts_in_flight{0};
+
     std::mutex lifecycle_mutex;
     bool started = false;
     bool stopped = false;
@@ -187,7 +212,11 @@ struct Stage::State {
     void send_heartbeat();
     [[nodiscard]] StageStats stats() const;
 
-    // --- stage_input.cpp: the stage thread ---
+    // --- stage_input.cpp: events (stage thread, or the delivering thread) ---
+    // Any thread. Handles `event` at once when it may (see above), else queues it for the stage
+    // thread (blocking while the queue is full).
+    void deliver_event(StageEvent event);
+    [[nodiscard]] bool can_handle_inline(const StageEvent& event) const;
     void run_stage_thread();
     void handle_event(StageEvent event);
     void on_control(proto::ControlMessage message);
@@ -204,9 +233,19 @@ struct Stage::State {
     void push_to_scheduler(IncomingMessage message);
     void expire_fan_in(Clock::time_point now);
 
-    // --- stage_output.cpp: output thread and put waiter ---
+    // --- stage_output.cpp: outputs (output thread, or the scheduler thread), put waiter ---
+    // The scheduler's output sink (scheduler.h): handles `message` at once when it may (see
+    // above), else pushes it into the outbox.
+    bool deliver_output(OutgoingMessage message);
+    [[nodiscard]] bool can_handle_output_inline(const OutgoingMessage& message) const;
+    [[nodiscard]] bool is_local_target(const std::string& target) const;
     void run_output_thread();
+    void handle_output(OutgoingMessage message);
     void run_put_waiter();
+    // Queues a real put for the put waiter (counted in puts_in_flight).
+    void wait_for_put(PutWait wait);
+    // relay.cleanup(request_id) once the puts queued before are done: at once when none is.
+    void release_relay_state(const std::string& request_id);
     void on_result(const std::string& request_id, std::shared_ptr<const StagePayload> result);
     void on_stream_output(const std::string& request_id, std::shared_ptr<const StreamChunk> chunk,
                           const std::optional<std::string>& target);

@@ -1,6 +1,8 @@
-// Output thread (scheduler outbox -> routing, relay writes, control messages) and put waiter.
+// Outputs (scheduler -> routing, relay writes, control messages) on the output thread or, when
+// nothing blocks, on the scheduler thread that emits them; the put waiter.
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <exception>
 
 #include "pipeline/client_stream.h"
@@ -30,6 +32,27 @@ auto call_user_function(const Fn& fn, const char* what, Args&&... args)
     }
 }
 
+// Whether `value` holds tensor data (bytes the relay would move or a control message carry).
+bool holds_tensor_bytes(const Value& value) {
+    if (const Tensor* tensor = value.if_tensor()) return tensor->defined() && tensor->nbytes() > 0;
+    if (const List* list = value.if_list()) {
+        for (const auto& item : *list) {
+            if (holds_tensor_bytes(item)) return true;
+        }
+    } else if (const Map* map = value.if_map()) {
+        for (const auto& [key, item] : *map) {
+            if (holds_tensor_bytes(item)) return true;
+        }
+    }
+    return false;
+}
+
+bool holds_tensor_bytes(const StagePayload& payload) {
+    return holds_tensor_bytes(payload.data) || holds_tensor_bytes(payload.request.inputs) ||
+           holds_tensor_bytes(payload.request.params) ||
+           holds_tensor_bytes(payload.request.metadata);
+}
+
 // `targets` deduplicated, checked to be a non-empty subset of `allowed`.
 Result<std::vector<std::string>> checked_targets(std::vector<std::string> targets,
                                                  const std::set<std::string>& allowed,
@@ -49,24 +72,75 @@ Result<std::vector<std::string>> checked_targets(std::vector<std::string> target
 
 }  // namespace
 
+bool Stage::State::is_local_target(const std::string& target) const {
+    return options.local != nullptr && options.local->has(target);
+}
+
+// Cheap: nothing waits for relay credits or copies tensor data on the scheduler's thread.
+// Route and projection functions are user code the output thread would run as well.
+bool Stage::State::can_handle_output_inline(const OutgoingMessage& message) const {
+    switch (message.kind) {
+        case OutgoingKind::error:
+            return true;
+        case OutgoingKind::stream:
+            if (!message.chunk) return true;
+            if (message.target && is_local_target(*message.target)) return true;
+            return !holds_tensor_bytes(message.chunk->chunk) &&
+                   !holds_tensor_bytes(message.chunk->metadata);
+        case OutgoingKind::result:
+            if (!message.result) return true;
+            if (!plan->terminal && functions.projections.empty() &&
+                std::all_of(next.begin(), next.end(),
+                            [&](const std::string& target) { return is_local_target(target); })) {
+                return true;
+            }
+            // A projection may add tensors; a terminal result travels in the complete message.
+            return (plan->terminal || functions.projections.empty()) &&
+                   !holds_tensor_bytes(*message.result);
+    }
+    return false;
+}
+
+bool Stage::State::deliver_output(OutgoingMessage message) {
+    // Only while no work waits in the inbox: otherwise the scheduler's thread goes back to
+    // compute and the output thread routes in parallel.
+    if (!stopping.load() && scheduler->inbox().size() == 0 && can_handle_output_inline(message)) {
+        std::unique_lock lock(output_mutex, std::try_to_lock);
+        if (lock.owns_lock() && scheduler->outbox().size() == 0) {
+            handle_output(std::move(message));
+            return true;
+        }
+    }
+    return scheduler->outbox().push(std::move(message));
+}
+
 void Stage::State::run_output_thread() {
-    while (std::optional<OutgoingMessage> message = scheduler->outbox().pop()) {
-        if (is_closed(message->request_id)) {
-            // Aborted, failed, or already finished (a second result): its outputs go nowhere.
-            dropped_messages.fetch_add(1);
-            continue;
+    BlockingQueue<OutgoingMessage>& outbox = scheduler->outbox();
+    while (outbox.wait_not_empty()) {
+        // Popped under the lock: see stage_internal.h.
+        std::lock_guard lock(output_mutex);
+        while (std::optional<OutgoingMessage> message = outbox.try_pop()) {
+            handle_output(std::move(*message));
         }
-        switch (message->kind) {
-            case OutgoingKind::result:
-                on_result(message->request_id, std::move(message->result));
-                break;
-            case OutgoingKind::stream:
-                on_stream_output(message->request_id, std::move(message->chunk), message->target);
-                break;
-            case OutgoingKind::error:
-                fail_request(message->request_id, message->error);
-                break;
-        }
+    }
+}
+
+void Stage::State::handle_output(OutgoingMessage message) {
+    if (is_closed(message.request_id)) {
+        // Aborted, failed, or already finished (a second result): its outputs go nowhere.
+        dropped_messages.fetch_add(1);
+        return;
+    }
+    switch (message.kind) {
+        case OutgoingKind::result:
+            on_result(message.request_id, std::move(message.result));
+            break;
+        case OutgoingKind::stream:
+            on_stream_output(message.request_id, std::move(message.chunk), message.target);
+            break;
+        case OutgoingKind::error:
+            fail_request(message.request_id, message.error);
+            break;
     }
 }
 
@@ -154,8 +228,7 @@ void Stage::State::on_result(const std::string& request_id,
             if (!send_payload(target, std::move(out))) return;
         }
     }
-    // After this request's puts complete, the put waiter releases its relay state.
-    puts.push(PutWait{.request_id = request_id});
+    release_relay_state(request_id);
 }
 
 bool Stage::State::send_payload(const std::string& target,
@@ -192,7 +265,7 @@ bool Stage::State::send_payload(const std::string& target,
         return false;
     }
     if (write->put) {
-        puts.push(
+        wait_for_put(
             PutWait{.request_id = request_id, .target = target, .put = std::move(write->put)});
     }
     return true;
@@ -266,9 +339,25 @@ void Stage::State::on_stream_output(const std::string& request_id,
         return;
     }
     if (write->put) {
-        puts.push(
+        wait_for_put(
             PutWait{.request_id = request_id, .target = *target, .put = std::move(write->put)});
     }
+}
+
+void Stage::State::wait_for_put(PutWait wait) {
+    puts_in_flight.fetch_add(1);
+    if (!puts.push(std::move(wait))) puts_in_flight.fetch_sub(1);
+}
+
+void Stage::State::release_relay_state(const std::string& request_id) {
+    // With no put in flight nothing of the request can still be moving: release it now rather
+    // than wake the put waiter. Puts of this request were queued before (its outputs are
+    // handled in order), so a non-zero count covers them.
+    if (puts_in_flight.load() == 0) {
+        relay->cleanup(request_id);
+        return;
+    }
+    puts.push(PutWait{.request_id = request_id});  // a marker: after the puts before it
 }
 
 void Stage::State::run_put_waiter() {
@@ -281,6 +370,7 @@ void Stage::State::run_put_waiter() {
         // long as its computation needs (an AR stage holding input embeddings); the relay
         // reuses the memory when the view goes, and cleanup no longer affects the receiver.
         Status status = wait->put->wait_for_delivery(options.relay_timeout);
+        puts_in_flight.fetch_sub(1);
         if (status) edge_traffic.record_delivery(wait->target, Clock::now() - wait->started);
         if (!status && status.error().code != ErrorCode::aborted) {
             fail_request(wait->request_id,

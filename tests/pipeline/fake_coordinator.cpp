@@ -218,7 +218,8 @@ void FakeScheduler::emit(OutgoingMessage message) {
         std::lock_guard lock(mutex_);
         active_.erase(message.request_id);
     }
-    (void)outbox_.push(std::move(message));
+    // Through the Stage's output sink, like SimpleScheduler: tests exercise both output paths.
+    (void)deliver(std::move(message));
 }
 
 void FakeScheduler::emit_result(const std::string& request_id, StagePayload payload) {

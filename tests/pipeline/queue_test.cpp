@@ -108,6 +108,33 @@ TEST(BlockingQueueTest, PopUntilTimesOutWithoutClosing) {
     EXPECT_EQ(queue.pop_until(BlockingQueue<int>::Clock::now() - 1s), 7);
 }
 
+TEST(BlockingQueueTest, WaitNotEmptyTakesNothingAndEndsOnceClosedAndEmpty) {
+    BlockingQueue<int> queue(4);
+    auto waited = std::async(std::launch::async, [&] { return queue.wait_not_empty(); });
+    ASSERT_TRUE(queue.push(5));
+    ASSERT_EQ(waited.wait_for(kHangGuard), std::future_status::ready);
+    EXPECT_TRUE(waited.get());
+    EXPECT_EQ(queue.size(), 1u);  // still there for try_pop
+    EXPECT_TRUE(queue.wait_not_empty_until(BlockingQueue<int>::Clock::now() - 1s));
+    EXPECT_EQ(queue.try_pop(), 5);
+    EXPECT_FALSE(queue.wait_not_empty_until(BlockingQueue<int>::Clock::now() + 1ms));
+    EXPECT_FALSE(queue.closed());
+    // Closed with an item: true until it is taken, then false without blocking.
+    ASSERT_TRUE(queue.push(6));
+    queue.close();
+    EXPECT_TRUE(queue.wait_not_empty());
+    EXPECT_EQ(queue.try_pop(), 6);
+    EXPECT_FALSE(queue.wait_not_empty());
+}
+
+TEST(BlockingQueueTest, CloseWakesAWaitNotEmpty) {
+    BlockingQueue<int> queue(4);
+    auto waited = std::async(std::launch::async, [&] { return queue.wait_not_empty(); });
+    queue.close();
+    ASSERT_EQ(waited.wait_for(kHangGuard), std::future_status::ready);
+    EXPECT_FALSE(waited.get());
+}
+
 TEST(BlockingQueueTest, RemoveIfCountsAndFreesSpaceForBlockedPushers) {
     BlockingQueue<int> queue(4);
     for (int i = 0; i < 4; ++i) ASSERT_TRUE(queue.push(i));

@@ -180,6 +180,48 @@ TEST(SimpleSchedulerTest, EmitterStreamsChunksWithPerTargetIdsBeforeTheResult) {
     EXPECT_EQ(result->kind, OutgoingKind::result);
 }
 
+TEST(SimpleSchedulerTest, AnOutputSinkTakesChunksAndResultsInOrderInsteadOfTheOutbox) {
+    auto scheduler =
+        make({.compute = [](const StagePayload& input, Emitter& emit) -> Result<StagePayload> {
+            EXPECT_TRUE(emit.emit(Value("c0")));
+            EXPECT_TRUE(emit.emit(Value("t0"), "talker"));
+            if (input.data.as_int() < 0) return fail(ErrorCode::internal, "negative");
+            return input;
+        }});
+    std::mutex mutex;
+    std::condition_variable changed;
+    std::vector<OutgoingMessage> taken;
+    std::set<std::thread::id> threads;
+    scheduler->set_output_sink([&](OutgoingMessage message) {
+        {
+            std::lock_guard lock(mutex);
+            taken.push_back(std::move(message));
+            threads.insert(std::this_thread::get_id());
+        }
+        changed.notify_all();
+        return true;
+    });
+    ASSERT_TRUE(scheduler->start().has_value());
+    ASSERT_TRUE(scheduler->inbox().push(request("ok", 1)));
+    ASSERT_TRUE(scheduler->inbox().push(request("bad", -1)));
+    std::unique_lock lock(mutex);
+    ASSERT_TRUE(changed.wait_for(lock, kHangGuard, [&] { return taken.size() == 6; }));
+    const std::pair<std::string, OutgoingKind> expected[] = {
+        {"ok", OutgoingKind::stream},  {"ok", OutgoingKind::stream},  {"ok", OutgoingKind::result},
+        {"bad", OutgoingKind::stream}, {"bad", OutgoingKind::stream}, {"bad", OutgoingKind::error}};
+    for (std::size_t i = 0; i < taken.size(); ++i) {
+        EXPECT_EQ(taken[i].request_id, expected[i].first) << i;
+        EXPECT_EQ(taken[i].kind, expected[i].second) << i;
+    }
+    EXPECT_EQ(taken[1].target, std::optional<std::string>("talker"));
+    EXPECT_EQ(taken[5].error.message, "negative");
+    EXPECT_EQ(threads.size(), 1u);  // the worker's own thread
+    EXPECT_EQ(threads.count(std::this_thread::get_id()), 0u);
+    EXPECT_EQ(scheduler->outbox().size(), 0u);
+    lock.unlock();
+    scheduler->stop();  // before the sink's state goes
+}
+
 TEST(SimpleSchedulerTest, BatchesHonourMaxBatchSize) {
     std::vector<std::size_t> sizes;
     auto scheduler = make({.batch_compute =

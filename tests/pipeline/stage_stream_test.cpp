@@ -94,6 +94,41 @@ TEST_F(StageStreamTest, ChunksDoneAndPayloadArriveInOrderThroughLocalDispatch) {
     EXPECT_EQ(a.stage->stats().local_dispatches, 5);  // 3 chunks, done, payload
 }
 
+TEST_F(StageStreamTest, ChunksKeepTheirOrderWhetherTheOutputThreadOrTheSchedulerSendsThem) {
+    TestPlan plan = make_plan(kStreaming);
+    ASSERT_TRUE(plan.plan);
+    auto coordinator = FakeCoordinator::create(*plan.plan);
+    // Chunks with tensors go through the relay (the output thread, one credit: each waits for
+    // b's read); chunks without are sent by the emitting thread when nothing is queued before
+    // them. Alternating the two must not reorder them.
+    constexpr int kChunks = 24;
+    auto alternate = [](const IncomingMessage& message, FakeScheduler& self) {
+        if (message.kind != IncomingKind::new_request) return;
+        for (int i = 0; i < kChunks; ++i) {
+            Map chunk{{"i", i}};
+            if (i % 2 == 0) chunk["hidden"] = tensor_payload("", 50000).data["tensor"];
+            self.emit_stream(message.request_id, std::move(chunk), "b");
+        }
+        self.emit_result(message.request_id, *message.payload);
+    };
+    auto a = start_stage(plan, "a", {.handler = alternate});
+    auto b = start_stage(plan, "b");
+    for (const char* id : {"r1", "r2"}) {
+        ASSERT_TRUE(coordinator->submit("a", id, Map{}).has_value());
+        ASSERT_TRUE(coordinator->wait_complete(id).has_value());
+        auto received = b.scheduler->received_for(id);
+        ASSERT_EQ(received.size(), static_cast<std::size_t>(kChunks + 2)) << id;
+        for (int i = 0; i < kChunks; ++i) {
+            ASSERT_EQ(received[i].kind, IncomingKind::stream_chunk) << id << " " << i;
+            EXPECT_EQ(received[i].chunk->chunk_id, i);
+            EXPECT_EQ(*received[i].chunk->chunk.find("i"), Value(i)) << id;
+        }
+        EXPECT_EQ(received[kChunks].kind, IncomingKind::stream_done);
+        EXPECT_EQ(received[kChunks + 1].kind, IncomingKind::new_request);
+    }
+    EXPECT_EQ(a.stage->stats().relay_puts, 2 * (kChunks / 2));  // only the tensor chunks
+}
+
 TEST_F(StageStreamTest, ClientStreamGetsChunkIndexesPerRequest) {
     TestPlan plan = make_plan(kStreaming);
     ASSERT_TRUE(plan.plan);

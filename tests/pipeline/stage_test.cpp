@@ -398,6 +398,51 @@ TEST_F(StageTest, MalformedDataReadyFailsThatRequestAndTheStageKeepsWorking) {
     (*sender)->close();
 }
 
+TEST_F(StageTest, EventsKeepTheirOrderWhetherTheStageThreadOrTheIoThreadHandlesThem) {
+    TestPlan plan = make_plan(kLinear);
+    ASSERT_TRUE(plan.plan);
+    auto coordinator = FakeCoordinator::create(*plan.plan);
+    auto b = start_stage(plan, "b", {.handler = FakeScheduler::hold()});
+    ASSERT_TRUE(b.stage);
+    auto sender = relay::create_relay(relay::RelayOptions{
+        .name = "tester", .runtime_dir = plan.dir->path(), .slot_bytes = 1 << 16, .credits = 16});
+    ASSERT_TRUE(sender.has_value());
+    // Payloads in the relay need the stage thread (a relay read); submits need no blocking work
+    // and are handled on the control plane's IO thread when nothing is queued before them.
+    // Alternating the two from one sender must not reorder them.
+    constexpr int kRequests = 24;
+    std::vector<std::unique_ptr<relay::PutOperation>> puts;
+    for (int i = 0; i < kRequests; ++i) {
+        const std::string id = "r" + std::to_string(i);
+        if (i % 2 == 1) {
+            ASSERT_TRUE(coordinator->submit("b", id, Map{{"i", i}}).has_value());
+            continue;
+        }
+        auto write = write_payload(**sender, tensor_payload(id, 1000), std::nullopt);
+        ASSERT_TRUE(write.has_value());
+        ASSERT_TRUE(coordinator
+                        ->send_to_stage(
+                            "b", proto::DataReadyMessage{.request_id = id,
+                                                         .from_stage = "a",
+                                                         .to_stage = "b",
+                                                         .relay_metadata = write->relay_metadata,
+                                                         .header = write->header})
+                        .has_value());
+        puts.push_back(std::move(write->put));
+    }
+    ASSERT_TRUE(b.scheduler->wait_received(kRequests));
+    auto received = b.scheduler->received();
+    ASSERT_EQ(received.size(), static_cast<std::size_t>(kRequests));
+    for (int i = 0; i < kRequests; ++i) {
+        EXPECT_EQ(received[i].request_id, "r" + std::to_string(i));
+        EXPECT_EQ(received[i].kind, IncomingKind::new_request);
+    }
+    for (auto& put : puts) EXPECT_TRUE(put->wait_for_completion(kHangGuard).has_value());
+    EXPECT_EQ(b.stage->stats().relay_gets, kRequests / 2);
+    b.stage->stop();
+    (*sender)->close();
+}
+
 TEST_F(StageTest, AbortClearsEveryStageAndLateResultsAreDropped) {
     TestPlan plan = make_plan(kLinear);
     ASSERT_TRUE(plan.plan);
