@@ -128,7 +128,7 @@ std::string describe(const models::qwen3::Qwen3Config& config) {
 }
 
 std::string pipeline_text(const GenerateBenchOptions& options, const fs::path& model_dir,
-                          std::int64_t max_total_tokens, int max_batch) {
+                          std::int64_t max_total_tokens, int max_batch, int threads) {
     std::ostringstream out;
     out << "name: bench-generate\n"
         << "model_path: " << nlohmann::json(model_dir.string()).dump() << "\n"
@@ -141,7 +141,7 @@ std::string pipeline_text(const GenerateBenchOptions& options, const fs::path& m
         << ", dummy_seed: " << options.seed << ", max_total_tokens: " << max_total_tokens
         << ", max_running_requests: " << max_batch
         << ", max_prefill_tokens: " << options.max_prefill_tokens
-        << ", enable_prefix_cache: false}\n"
+        << ", enable_prefix_cache: false, num_threads: " << threads << "}\n"
         << "    terminal: true\n";
     return out.str();
 }
@@ -398,10 +398,8 @@ Result<GenerateBenchReport> run_generate_bench(GenerateBenchOptions options) {
     GenerateBenchReport report;
     report.model = describe(config);
     report.parameters = static_cast<std::uint64_t>(sizes.parameters);
-    // The engine's OpenMP pool reads OMP_NUM_THREADS when the plugin loads libgomp.
-    if (options.threads > 0)
-        ::setenv("OMP_NUM_THREADS", std::to_string(options.threads).c_str(), 1);
-    report.threads = default_compute_threads();
+    // The engine's intra-op threads (factory arg num_threads), also those of the bandwidth read.
+    report.threads = options.threads > 0 ? options.threads : default_compute_threads();
 
     const std::size_t bandwidth_bytes =
         options.bandwidth_bytes > 0 ? options.bandwidth_bytes : std::size_t{1} << 30;
@@ -421,10 +419,10 @@ Result<GenerateBenchReport> run_generate_bench(GenerateBenchOptions options) {
     const std::int64_t max_total_tokens = per_request * max_batch * 102 / 100 + 4 * kBlock;
 
     OMNI_RETURN_IF_ERROR(runner::register_builtins());
-    OMNI_TRY(
-        config::PipelineConfig pipeline_config,
-        config::load_pipeline_text(pipeline_text(options, model_dir, max_total_tokens, max_batch),
-                                   "<bench generate>"));
+    OMNI_TRY(config::PipelineConfig pipeline_config,
+             config::load_pipeline_text(
+                 pipeline_text(options, model_dir, max_total_tokens, max_batch, report.threads),
+                 "<bench generate>"));
     std::cerr << "bench generate: loading " << report.model << " ("
               << (options.load_format == "dummy" ? "dummy weights" : model_dir.string()) << ", "
               << options.dtype << ")\n";

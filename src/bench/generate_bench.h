@@ -23,9 +23,10 @@
 //                      "+KV" adds the keys and values read at the window's mean context.
 //   % of roofline      roofline step ms (weights only) / step ms
 //
-// Read bandwidth: measure_read_bandwidth() with the engine's thread count (OMP_NUM_THREADS, or
-// the CPUs of the process), over a buffer of 1 GiB (32 times this machine's last-level cache),
-// before the model loads.
+// Threads: the stage's num_threads (ATen intra-op threads) is --threads, by default
+// default_compute_threads() (OMP_NUM_THREADS, else the CPUs of the process); the read bandwidth
+// is measured with as many threads, over a buffer of 1 GiB (32 times this machine's last-level
+// cache), before the model loads.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -43,7 +44,7 @@ struct GenerateBenchOptions {
     int input_len = 512;
     int output_len = 128;
     std::uint64_t seed = 0;  // prompts and dummy weights
-    int threads = 0;         // 0: default_compute_threads(); else OMP_NUM_THREADS for the engine
+    int threads = 0;         // engine and bandwidth threads; 0: default_compute_threads()
     std::int64_t max_prefill_tokens = 2048;
     std::string plugin;  // the Qwen3 plugin; empty: <dir of this executable>/../lib/...
     std::size_t bandwidth_bytes = 0;  // 0: 1 GiB

@@ -30,7 +30,7 @@ struct ReadBandwidth {
 // buffer cannot be allocated.
 [[nodiscard]] Result<ReadBandwidth> measure_read_bandwidth(const ReadBandwidthOptions& options);
 
-// The threads ATen's OpenMP pool gives a parallel region of the engine thread: OMP_NUM_THREADS
+// The intra-op threads a qwen3.thinker stage uses by default (num_threads 0): OMP_NUM_THREADS
 // when it is set to a positive number, else the CPUs this process may run on.
 [[nodiscard]] int default_compute_threads();
 

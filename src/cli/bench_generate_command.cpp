@@ -32,8 +32,9 @@ void add_bench_generate_command(CLI::App& bench, int& exit_code) {
                         "auto (the checkpoint's weights; default with --model-path) or dummy "
                         "(seeded random weights; always with --preset)");
     command->add_option("--seed", options->seed, "Seed of the prompts and dummy weights (0)");
-    command->add_option("--threads", options->threads,
-                        "Engine threads (sets OMP_NUM_THREADS; default: its value, else the CPUs)");
+    command->add_option(
+        "--threads", options->threads,
+        "Engine threads (the stage's num_threads; default: OMP_NUM_THREADS, else the CPUs)");
     command->add_option("--max-prefill-tokens", options->max_prefill_tokens,
                         "Prompt tokens per engine step (default 2048)");
     command->add_option("--plugin", options->plugin,

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "engine/cpu_vector.h"
+#include "engine/paged_attention_decode.h"
 
 namespace omnirt::engine {
 namespace {
@@ -52,8 +53,9 @@ using cpu::Float8;
 using cpu::load8;
 using cpu::store8;
 
-// a . b over `size` elements.
-OMNIRT_INLINE float dot(const float* a, const float* b, std::int64_t size) {
+// a . b over `size` elements; b float32 or bfloat16 (widened in registers).
+template <class K>
+OMNIRT_INLINE float dot(const float* a, const K* b, std::int64_t size) {
     Float8 first = {};
     Float8 second = {};
     std::int64_t i = 0;
@@ -63,19 +65,27 @@ OMNIRT_INLINE float dot(const float* a, const float* b, std::int64_t size) {
     }
     for (; i + 8 <= size; i += 8) first += load8(a + i) * load8(b + i);
     float sum = cpu::horizontal_sum(first + second);
-    for (; i < size; ++i) sum += a[i] * b[i];
+    for (; i < size; ++i) sum += a[i] * static_cast<float>(b[i]);
     return sum;
 }
 
-// accumulator = accumulator * scale + weight * v over `size` elements.
-OMNIRT_INLINE void scale_add(float* accumulator, float scale, float weight, const float* v,
+// accumulator = accumulator * scale + weight * v over `size` elements; v float32 or bfloat16.
+template <class V>
+OMNIRT_INLINE void scale_add(float* accumulator, float scale, float weight, const V* v,
                              std::int64_t size) {
     std::int64_t i = 0;
     for (; i + 8 <= size; i += 8) {
         store8(accumulator + i, load8(accumulator + i) * scale + load8(v + i) * weight);
     }
-    for (; i < size; ++i) accumulator[i] = accumulator[i] * scale + weight * v[i];
+    for (; i < size; ++i) {
+        accumulator[i] = accumulator[i] * scale + weight * static_cast<float>(v[i]);
+    }
 }
+
+// The cache element type the kernel reads directly: float32 and bfloat16 (load8 widens it in
+// registers); float16 is widened into float32 block copies first.
+template <class T>
+using DirectRead = std::conditional_t<std::is_same_v<T, c10::Half>, float, T>;
 
 // One unit of work: rows [first_row, first_row + count) of the query, all of one sequence.
 struct QueryTile {
@@ -109,6 +119,71 @@ OMNIRT_INLINE void widen(const T* source, float* destination, std::int64_t count
     }
 }
 
+// Running softmax state of a tile: scaled float32 queries, accumulators [rows * heads * d],
+// scores of one block [rows * heads * block_size], maxima and normalizers [rows * heads].
+struct TileState {
+    float* q;
+    float* accumulators;
+    float* scores;
+    float* maxima;
+    float* normalizers;
+    float* corrections;  // [heads], of the block being processed
+};
+
+// Online-softmax update of every (row, head) of the tile with positions [first, first + count)
+// of one block, whose keys / values start at k / v (float32 or bfloat16, slot_width apart).
+template <class KV>
+OMNIRT_INLINE void attend_block(const QueryTile& tile, const KernelShape& shape,
+                                const TileState& state, std::int64_t first, std::int64_t count,
+                                const KV* k, const KV* v) {
+    const std::int64_t heads = shape.heads;
+    const std::int64_t d = shape.head_dim;
+    const std::int64_t block_size = shape.block_size;
+    const std::int64_t slot_width = shape.kv_heads * d;
+    const std::int64_t row_width = heads * d;
+    // Positions outer, heads inner: the block is read front to back (keys, then values).
+    for (std::int64_t r = 0; r < tile.count; ++r) {
+        // Causal: row r (position first_position + r) sees positions <= its own.
+        const std::int64_t visible = std::min(count, tile.first_position + r - first + 1);
+        if (visible <= 0) continue;
+        const float* q_row = state.q + r * row_width;
+        float* s_row = state.scores + r * heads * block_size;
+        for (std::int64_t slot = 0; slot < visible; ++slot) {
+            const KV* k_slot = k + slot * slot_width;
+            for (std::int64_t h = 0; h < heads; ++h) {
+                s_row[h * block_size + slot] =
+                    dot(q_row + h * d, k_slot + (h / shape.group) * d, d);
+            }
+        }
+        float* corrections = state.corrections;
+        for (std::int64_t h = 0; h < heads; ++h) {
+            float* s = s_row + h * block_size;
+            float block_max = -std::numeric_limits<float>::infinity();
+            for (std::int64_t slot = 0; slot < visible; ++slot)
+                block_max = std::max(block_max, s[slot]);
+            const std::int64_t index = r * heads + h;
+            const float new_max = std::max(state.maxima[index], block_max);
+            corrections[h] = std::exp(state.maxima[index] - new_max);  // 0 at the start
+            state.maxima[index] = new_max;
+            float sum = 0.0f;
+            for (std::int64_t slot = 0; slot < visible; ++slot) {
+                s[slot] = std::exp(s[slot] - new_max);
+                sum += s[slot];
+            }
+            state.normalizers[index] = state.normalizers[index] * corrections[h] + sum;
+        }
+        float* accumulators = state.accumulators + r * row_width;
+        for (std::int64_t slot = 0; slot < visible; ++slot) {
+            const KV* v_slot = v + slot * slot_width;
+            for (std::int64_t h = 0; h < heads; ++h) {
+                // The first position also applies the correction of the running maximum.
+                scale_add(accumulators + h * d, slot == 0 ? corrections[h] : 1.0f,
+                          s_row[h * block_size + slot], v_slot + (h / shape.group) * d, d);
+            }
+        }
+    }
+}
+
 template <class T>
 OMNIRT_INLINE void attend_tile(const QueryTile& tile, const KernelShape& shape, const T* query,
                                const T* keys, const T* values, double scale, T* output,
@@ -119,27 +194,31 @@ OMNIRT_INLINE void attend_tile(const QueryTile& tile, const KernelShape& shape, 
     const std::int64_t slot_width = shape.kv_heads * d;  // elements of one position
     const std::int64_t rows = tile.count;
     const std::int64_t row_width = heads * d;
-    // Scratch: queries, accumulators [rows * heads * d], scores [rows * heads * block_size],
-    // maxima and normalizers [rows * heads], and one block of keys and values as float32.
-    const std::int64_t block_floats = std::is_same_v<T, float> ? 0 : block_size * slot_width;
+    // A block is read in place when the kernel reads its type directly and the tile has one row
+    // (a decode step); several rows share one float32 copy of it (converted once, read by each).
+    const bool widen_blocks =
+        !std::is_same_v<T, float> && (rows > 1 || !std::is_same_v<DirectRead<T>, T>);
+    // Scratch: the tile state and, when widening, one block of keys and values as float32.
+    const std::int64_t block_floats = widen_blocks ? block_size * slot_width : 0;
     scratch.resize(static_cast<std::size_t>(2 * rows * row_width + rows * heads * block_size +
-                                            2 * rows * heads + 2 * block_floats));
-    float* q = scratch.data();
-    float* accumulators = q + rows * row_width;
-    float* scores = accumulators + rows * row_width;
-    float* maxima = scores + rows * heads * block_size;
-    float* normalizers = maxima + rows * heads;
-    float* block_keys = normalizers + rows * heads;
+                                            2 * rows * heads + heads + 2 * block_floats));
+    TileState state{.q = scratch.data()};
+    state.accumulators = state.q + rows * row_width;
+    state.scores = state.accumulators + rows * row_width;
+    state.maxima = state.scores + rows * heads * block_size;
+    state.normalizers = state.maxima + rows * heads;
+    state.corrections = state.normalizers + rows * heads;
+    float* block_keys = state.corrections + heads;
     float* block_values = block_keys + block_floats;
 
     const auto scale_f = static_cast<float>(scale);
     for (std::int64_t i = 0; i < rows * row_width; ++i) {
-        q[i] = static_cast<float>(query[tile.first_row * row_width + i]) * scale_f;
-        accumulators[i] = 0.0f;
+        state.q[i] = static_cast<float>(query[tile.first_row * row_width + i]) * scale_f;
+        state.accumulators[i] = 0.0f;
     }
     for (std::int64_t i = 0; i < rows * heads; ++i) {
-        maxima[i] = -std::numeric_limits<float>::infinity();
-        normalizers[i] = 0.0f;
+        state.maxima[i] = -std::numeric_limits<float>::infinity();
+        state.normalizers[i] = 0.0f;
     }
     const std::int64_t length = tile.first_position + rows;  // keys the last row sees
     const std::int64_t block_stride = block_size * slot_width;
@@ -147,55 +226,20 @@ OMNIRT_INLINE void attend_tile(const QueryTile& tile, const KernelShape& shape, 
         const std::int64_t block =
             tile.sequence->block_table[static_cast<std::size_t>(first / block_size)];
         const std::int64_t count = std::min(block_size, length - first);
-        const float* k;
-        const float* v;
-        if constexpr (std::is_same_v<T, float>) {
-            k = keys + block * block_stride;
-            v = values + block * block_stride;
-        } else {
-            const T* k_source = keys + block * block_stride;
-            const T* v_source = values + block * block_stride;
+        const T* k_source = keys + block * block_stride;
+        const T* v_source = values + block * block_stride;
+        if (widen_blocks) {
             widen(k_source, block_keys, count * slot_width);
             widen(v_source, block_values, count * slot_width);
-            k = block_keys;
-            v = block_values;
-        }
-        for (std::int64_t r = 0; r < rows; ++r) {
-            // Causal: row r (position first_position + r) sees positions <= its own.
-            const std::int64_t visible = std::min(count, tile.first_position + r - first + 1);
-            if (visible <= 0) continue;
-            for (std::int64_t h = 0; h < heads; ++h) {
-                const float* q_head = q + r * row_width + h * d;
-                const float* k_head = k + (h / shape.group) * d;
-                float* s = scores + (r * heads + h) * block_size;
-                float block_max = -std::numeric_limits<float>::infinity();
-                for (std::int64_t slot = 0; slot < visible; ++slot) {
-                    s[slot] = dot(q_head, k_head + slot * slot_width, d);
-                    block_max = std::max(block_max, s[slot]);
-                }
-                const std::int64_t state = r * heads + h;
-                const float new_max = std::max(maxima[state], block_max);
-                const float correction = std::exp(maxima[state] - new_max);  // 0 at the start
-                maxima[state] = new_max;
-                float sum = 0.0f;
-                for (std::int64_t slot = 0; slot < visible; ++slot) {
-                    s[slot] = std::exp(s[slot] - new_max);
-                    sum += s[slot];
-                }
-                normalizers[state] = normalizers[state] * correction + sum;
-                float* accumulator = accumulators + r * row_width + h * d;
-                const float* v_head = v + (h / shape.group) * d;
-                scale_add(accumulator, correction, s[0], v_head, d);
-                for (std::int64_t slot = 1; slot < visible; ++slot) {
-                    scale_add(accumulator, 1.0f, s[slot], v_head + slot * slot_width, d);
-                }
-            }
+            attend_block(tile, shape, state, first, count, block_keys, block_values);
+        } else if constexpr (!std::is_same_v<T, c10::Half>) {
+            attend_block(tile, shape, state, first, count, k_source, v_source);
         }
     }
     for (std::int64_t r = 0; r < rows; ++r) {
         for (std::int64_t h = 0; h < heads; ++h) {
-            const float inverse = 1.0f / normalizers[r * heads + h];
-            const float* accumulator = accumulators + r * row_width + h * d;
+            const float inverse = 1.0f / state.normalizers[r * heads + h];
+            const float* accumulator = state.accumulators + r * row_width + h * d;
             T* out = output + (tile.first_row + r) * row_width + h * d;
             for (std::int64_t i = 0; i < d; ++i) out[i] = static_cast<T>(accumulator[i] * inverse);
         }
@@ -262,14 +306,32 @@ void attention_cpu_kernel(const at::Tensor& query, const at::Tensor& keys, const
     const T* key_data = keys.data_ptr<T>();
     const T* value_data = values.data_ptr<T>();
     T* output_data = output.data_ptr<T>();
-    at::parallel_for(0, static_cast<std::int64_t>(tiles.size()), 1,
-                     [&](std::int64_t begin, std::int64_t end) {
-                         std::vector<float> scratch;
-                         for (std::int64_t i = begin; i < end; ++i) {
-                             attend_tile_any(tiles[static_cast<std::size_t>(i)], shape, query_data,
-                                             key_data, value_data, scale, output_data, scratch);
-                         }
-                     });
+    // Decode rows (tiles of one row) of float32 / bfloat16 take the AVX-512 kernel when it applies.
+    const detail::DecodeShape decode_shape{.heads = shape.heads,
+                                           .kv_heads = shape.kv_heads,
+                                           .head_dim = shape.head_dim,
+                                           .block_size = shape.block_size};
+    const bool decode_kernel =
+        !std::is_same_v<T, c10::Half> && detail::decode_kernel_applies(decode_shape);
+    const std::int64_t row_width = shape.heads * shape.head_dim;
+    at::parallel_for(
+        0, static_cast<std::int64_t>(tiles.size()), 1, [&](std::int64_t begin, std::int64_t end) {
+            std::vector<float> scratch;
+            for (std::int64_t i = begin; i < end; ++i) {
+                const QueryTile& tile = tiles[static_cast<std::size_t>(i)];
+                if constexpr (!std::is_same_v<T, c10::Half>) {
+                    if (decode_kernel && tile.count == 1) {
+                        detail::attend_decode(*tile.sequence, tile.first_position, decode_shape,
+                                              query_data + tile.first_row * row_width, key_data,
+                                              value_data, scale,
+                                              output_data + tile.first_row * row_width, scratch);
+                        continue;
+                    }
+                }
+                attend_tile_any(tile, shape, query_data, key_data, value_data, scale, output_data,
+                                scratch);
+            }
+        });
 }
 
 }  // namespace

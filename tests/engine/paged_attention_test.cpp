@@ -127,7 +127,10 @@ TEST_P(PagedAttention, KernelAndReferenceMatchDenseAttention) {
 
 INSTANTIATE_TEST_SUITE_P(Shapes, PagedAttention,
                          ::testing::Values(Case{4, 2, 16, 4}, Case{8, 8, 32, 16}, Case{6, 1, 8, 1},
-                                           Case{16, 8, 128, 16}, Case{2, 2, 20, 3}));
+                                           Case{16, 8, 128, 16}, Case{2, 2, 20, 3},
+                                           // head_dim 128: decode rows take the AVX-512 kernel
+                                           // (groups of 3 and 1: heads in pairs and alone).
+                                           Case{12, 4, 128, 16}, Case{4, 4, 128, 5}));
 
 }  // namespace
 }  // namespace omnirt::engine

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "engine/cpu_linear.h"
 #include "engine/cpu_vector.h"
 
 namespace omnirt::models::qwen3 {
@@ -124,6 +125,12 @@ void rotary_kernel(at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) 
 }  // namespace
 
 at::Tensor project(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
+    // 2 to 64 rows (batched decode): one pass over the weight in register tiles
+    // (engine/cpu_linear.h), where the CPU has the instructions. One row takes the paths below.
+    if (x.dim() == 2 && x.size(0) > 1) {
+        at::Tensor out = engine::cpu::small_batch_linear(x, weight, bias);
+        if (out.defined()) return out;
+    }
     if (x.dim() == 2 && x.size(0) <= kMaxMatrixVectorRows && x.device().is_cpu() &&
         x.scalar_type() == at::kFloat && weight.scalar_type() == at::kFloat) {
         at::Tensor out = at::empty({x.size(0), weight.size(0)}, x.options());

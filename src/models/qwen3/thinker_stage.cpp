@@ -1,5 +1,9 @@
 #include "models/qwen3/thinker_stage.h"
 
+#include <ATen/Parallel.h>
+#include <sched.h>
+
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -95,6 +99,21 @@ checkpoint::ProgressCallback load_progress(std::string label) {
     };
 }
 
+// The ATen intra-op threads (the engine's parallel regions) of this process: `requested`, or
+// with 0 every CPU the process may run on unless OMP_NUM_THREADS says otherwise (libtorch's own
+// default counts physical cores and comes out at 1 on some VMs).
+void set_intra_op_threads(std::int64_t requested) {
+    if (requested == 0) {
+        const char* env = std::getenv("OMP_NUM_THREADS");
+        if (env != nullptr && std::atoi(env) > 0) return;
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        if (sched_getaffinity(0, sizeof set, &set) != 0 || CPU_COUNT(&set) < 1) return;
+        requested = CPU_COUNT(&set);
+    }
+    at::set_num_threads(static_cast<int>(requested));
+}
+
 Result<std::int64_t> positive_arg(const pipeline::StageContext& context, std::string_view key,
                                   std::int64_t fallback) {
     OMNI_TRY(std::int64_t value, pipeline::int_arg(context, key, fallback));
@@ -126,24 +145,31 @@ Result<std::unique_ptr<pipeline::Scheduler>> make_thinker_stage(
     auto load_format = parse_load_format(load_format_name);
     if (!load_format) return fail(invalid(who + ": arg " + load_format.error().message));
     OMNI_TRY(std::int64_t dummy_seed, pipeline::int_arg(context, "dummy_seed", 0));
+    OMNI_TRY(std::int64_t num_threads, pipeline::int_arg(context, "num_threads", 0));
+    if (num_threads < 0 || num_threads > 1024) {
+        return fail(invalid(who + ": arg 'num_threads' must be 0 (every CPU) to 1024, got " +
+                            std::to_string(num_threads)));
+    }
     OMNI_TRY(std::int64_t tp_timeout_s, positive_arg(context, "tp_timeout_s", 300));
     if (block_size > 1024 || max_total_tokens < block_size) {
         return fail(invalid(who + ": arg 'block_size' must be at most 1024 and at most "
                                   "max_total_tokens"));
     }
 
+    // Before the model loads (conversions run in parallel) and the engine thread starts.
+    set_intra_op_threads(num_threads);
     const std::filesystem::path directory(model_path);
     const bool dummy = *load_format == LoadFormat::dummy;
     OMNI_TRY(DType weight_dtype, torch_bridge::from_scalar_type(dtype));
-    OMNI_TRY(std::unique_ptr<WeightSource> weights,
-             WeightSource::open(
-                 directory,
-                 {.format = *load_format,
-                  .dummy_dtype = weight_dtype,
-                  .dummy_init = {.seed = static_cast<std::uint64_t>(dummy_seed)},
-                  .progress = load_progress(std::string(kFactoryName) + " " + who + ": " +
-                                            (dummy ? "dummy weights for " : "loading ") +
-                                            model_path)}));
+    OMNI_TRY(
+        std::unique_ptr<WeightSource> weights,
+        WeightSource::open(
+            directory,
+            {.format = *load_format,
+             .dummy_dtype = weight_dtype,
+             .dummy_init = {.seed = static_cast<std::uint64_t>(dummy_seed)},
+             .progress = load_progress(std::string(kFactoryName) + " " + who + ": " +
+                                       (dummy ? "dummy weights for " : "loading ") + model_path)}));
     const Qwen3Config& config = weights->config();
     OMNI_TRY(GenerationDefaults defaults, generation_defaults(directory, config));
     // Dummy weights need no tokenizer when prompts come as data.input_ids.
@@ -155,13 +181,13 @@ Result<std::unique_ptr<pipeline::Scheduler>> make_thinker_stage(
     // Tensor parallelism: this rank's weight shard; the group connects on the engine thread.
     std::shared_ptr<C10dTpGroup> tp_group;
     if (context.tp_size > 1) {
-        OMNI_TRY(tp_group, C10dTpGroup::create(
-                               {.name = who,
-                                .rank = context.tp_rank,
-                                .size = context.tp_size,
-                                .rendezvous = context.tp_rendezvous,
-                                .device = torch_bridge::to_torch_device(context.device),
-                                .timeout = std::chrono::seconds(tp_timeout_s)}));
+        OMNI_TRY(tp_group,
+                 C10dTpGroup::create({.name = who,
+                                      .rank = context.tp_rank,
+                                      .size = context.tp_size,
+                                      .rendezvous = context.tp_rendezvous,
+                                      .device = torch_bridge::to_torch_device(context.device),
+                                      .timeout = std::chrono::seconds(tp_timeout_s)}));
     }
     OMNI_TRY(std::unique_ptr<Qwen3Model> model,
              Qwen3Model::create(
@@ -192,16 +218,15 @@ Result<std::unique_ptr<pipeline::Scheduler>> make_thinker_stage(
             }
             return tokenizer->append_token_bytes(id, out);
         },
-        .prepare_input =
-            [tokenizer, enable_thinking, who,
-             tokenizer_path](const StagePayload& payload) -> Result<std::vector<std::int32_t>> {
-                if (!tokenizer) {
-                    return fail(invalid(who + ": no " + tokenizer_path.string() +
-                                        " (dummy weights without a tokenizer): send the prompt "
-                                        "as data.input_ids"));
-                }
-                return qwen3_prompt_ids(payload.request, *tokenizer, enable_thinking, who);
-            },
+        .prepare_input = [tokenizer, enable_thinking, who, tokenizer_path](
+                             const StagePayload& payload) -> Result<std::vector<std::int32_t>> {
+            if (!tokenizer) {
+                return fail(invalid(who + ": no " + tokenizer_path.string() +
+                                    " (dummy weights without a tokenizer): send the prompt "
+                                    "as data.input_ids"));
+            }
+            return qwen3_prompt_ids(payload.request, *tokenizer, enable_thinking, who);
+        },
         // Behind a decode stage (configs/qwen3_chat.yaml) only the stream targets get tokens.
         .stream_to_client = context.terminal,
         .stream_targets = context.stream_to,

@@ -20,6 +20,8 @@
 //                         weights at the config's real sizes (only config.json is read;
 //                         tokenizer.json is optional then, prompts come as data.input_ids)
 //   dummy_seed            the seed of dummy weights (0); the same seed, the same weights
+//   num_threads           ATen intra-op threads of the process (0: OMP_NUM_THREADS when set, else
+//                         every CPU the process may run on); process-wide
 //   tp_timeout_s          tensor parallelism (tp_size > 1): how long the ranks wait for each
 //                         other to join and in any one collective (300)
 //

@@ -1,0 +1,35 @@
+#pragma once
+// Linear layers of a few rows on the CPU (decode steps of a batch): y = x * weight^T with float32
+// sums, weight [out, in] row-major, x [rows, in]. The weight is streamed from memory once per
+// call whatever the number of rows (the libraries' matrix-matrix paths read it at a fraction of
+// the memory bandwidth below a few dozen rows, and per-row matrix-vector products read it once
+// per row). Register tiles of 4 weight rows x up to 4 input rows; the threads of the ATen
+// intra-op pool take contiguous ranges of weight rows.
+//
+//   bfloat16  AVX512-BF16 (vdpbf16ps: products of bfloat16 pairs summed in float32)
+//   float32   AVX-512F FMA
+//
+// Both need the instructions at run time; without them (or for other dtypes and devices)
+// small_batch_linear returns an undefined tensor and the caller uses at::linear.
+//
+// Thread safety: pure functions; any thread (they run parallel regions of the ATen pool).
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+
+namespace omnirt::engine::cpu {
+
+// Rows handled here at most; more rows are compute-bound and go to the libraries' GEMMs.
+inline constexpr std::int64_t kSmallBatchMaxRows = 64;
+
+// x [rows, in] (any row stride, unit column stride) times weight [out, in] (contiguous) plus bias
+// [out] when defined, in x's dtype: [rows, out]. Undefined when not handled (see above): other
+// dtypes or devices, x and weight of different dtypes, rows outside 1..kSmallBatchMaxRows, or a
+// CPU without the instructions.
+[[nodiscard]] at::Tensor small_batch_linear(const at::Tensor& x, const at::Tensor& weight,
+                                            const at::Tensor& bias = {});
+
+// Whether this CPU runs the kernel of `dtype` (kBFloat16: AVX512-BF16, kFloat: AVX-512F).
+[[nodiscard]] bool small_batch_linear_supported(at::ScalarType dtype);
+
+}  // namespace omnirt::engine::cpu

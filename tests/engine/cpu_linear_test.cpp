@@ -1,0 +1,84 @@
+// engine::cpu::small_batch_linear: the register-tiled kernels against a float64 matmul, for every
+// row count up to the limit, ragged weight and input widths, strided input rows and biases; what
+// it declines.
+#include "engine/cpu_linear.h"
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+namespace omnirt::engine::cpu {
+namespace {
+
+at::Tensor reference(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
+    at::Tensor out = at::matmul(x.to(at::kDouble), weight.to(at::kDouble).t());
+    if (bias.defined()) out += bias.to(at::kDouble);
+    return out;
+}
+
+class SmallBatchLinear : public ::testing::TestWithParam<at::ScalarType> {
+  protected:
+    void SetUp() override {
+        if (!small_batch_linear_supported(GetParam())) {
+            GTEST_SKIP() << "this CPU lacks the instructions of the " << c10::toString(GetParam())
+                         << " kernel (AVX512-BF16 / AVX-512F)";
+        }
+    }
+};
+
+TEST_P(SmallBatchLinear, MatchesAMatmulForEveryRowCount) {
+    const at::ScalarType type = GetParam();
+    // float32 sums of exact products: float32 agrees to rounding; bfloat16 output rounds.
+    const double tolerance = type == at::kFloat ? 1e-5 : 1e-2;
+    at::manual_seed(3);
+    for (std::int64_t in : {64, 100, 1027}) {
+        for (std::int64_t out : {1, 7, 70}) {
+            const at::Tensor weight = (at::randn({out, in}) * 0.1).to(type);
+            const at::Tensor bias = at::randn({out}).to(type);
+            for (std::int64_t rows = 1; rows <= kSmallBatchMaxRows; rows += rows < 10 ? 1 : 9) {
+                const at::Tensor x = at::randn({rows, in}).to(type);
+                const at::Tensor y = small_batch_linear(x, weight);
+                ASSERT_TRUE(y.defined());
+                EXPECT_EQ(y.scalar_type(), type);
+                EXPECT_EQ(y.sizes(), (at::IntArrayRef{rows, out}));
+                EXPECT_TRUE(
+                    at::allclose(y.to(at::kDouble), reference(x, weight, {}), tolerance, tolerance))
+                    << "rows " << rows << " in " << in << " out " << out;
+                const at::Tensor with_bias = small_batch_linear(x, weight, bias);
+                EXPECT_TRUE(at::allclose(with_bias.to(at::kDouble), reference(x, weight, bias),
+                                         tolerance, tolerance));
+            }
+        }
+    }
+}
+
+TEST_P(SmallBatchLinear, ReadsStridedRows) {
+    const at::ScalarType type = GetParam();
+    at::manual_seed(5);
+    // The second half of each row of a wider tensor (as swiglu_mlp passes its gate / up halves).
+    const at::Tensor wide = at::randn({9, 256}).to(type);
+    const at::Tensor x = wide.narrow(1, 128, 128);
+    ASSERT_FALSE(x.is_contiguous());
+    const at::Tensor weight = (at::randn({33, 128}) * 0.1).to(type);
+    const at::Tensor y = small_batch_linear(x, weight);
+    ASSERT_TRUE(y.defined());
+    EXPECT_TRUE(y.equal(small_batch_linear(x.contiguous(), weight)));
+}
+
+TEST_P(SmallBatchLinear, DeclinesWhatItDoesNotHandle) {
+    const at::ScalarType type = GetParam();
+    const at::Tensor weight = at::randn({8, 16}).to(type);
+    EXPECT_FALSE(
+        small_batch_linear(at::randn({kSmallBatchMaxRows + 1, 16}).to(type), weight).defined());
+    EXPECT_FALSE(small_batch_linear(at::randn({2, 16}).to(at::kDouble), weight).defined());
+    EXPECT_FALSE(small_batch_linear(at::randn({2, 16}).to(type), weight.t().contiguous().t())
+                     .defined());  // a weight that is not contiguous
+    EXPECT_FALSE(small_batch_linear(at::randn({2, 15}).to(type), weight).defined());
+    EXPECT_FALSE(small_batch_linear(at::randn({2, 16}).to(type), at::randn({8, 16}).to(at::kHalf))
+                     .defined());
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, SmallBatchLinear, ::testing::Values(at::kFloat, at::kBFloat16),
+                         [](const auto& info) { return std::string(c10::toString(info.param)); });
+
+}  // namespace
+}  // namespace omnirt::engine::cpu
