@@ -103,6 +103,7 @@ std::string pipeline_bench_config(const PipelineBenchOptions& options) {
     std::ostringstream out;
     out << "name: bench-pipeline\nmodel_path: none\nrelay_backend: " << options.relay_backend
         << "\nstages:\n";
+    const std::string inline_arg = options.inline_compute ? "inline_compute: true" : "";
     for (int i = 0; i < options.stages; ++i) {
         out << "  - name: s" << i << "\n";
         out << "    process: " << (options.same_process ? std::string("bench") : "p" + std::to_string(i))
@@ -110,11 +111,12 @@ std::string pipeline_bench_config(const PipelineBenchOptions& options) {
         if (i == 0) {
             out << "    factory: test.tensor_producer\n";
             out << "    factory_args: {bytes: " << options.payload_bytes
-                << ", dtype: uint8, reuse: true}\n";
-        } else if (i + 1 == options.stages) {
-            out << "    factory: test.sink\n";
+                << ", dtype: uint8, reuse: true" << (inline_arg.empty() ? "" : ", ") << inline_arg
+                << "}\n";
         } else {
-            out << "    factory: test.identity\n";
+            out << "    factory: " << (i + 1 == options.stages ? "test.sink" : "test.identity")
+                << "\n";
+            if (!inline_arg.empty()) out << "    factory_args: {" << inline_arg << "}\n";
         }
         if (i + 1 == options.stages) {
             out << "    terminal: true\n";

@@ -20,6 +20,8 @@ struct PipelineBenchOptions {
     int requests = 1000;
     int warmup = -1;  // -1: min(requests / 10, 1000)
     bool same_process = false;
+    // The stages compute on the delivering thread while idle (factory arg inline_compute).
+    bool inline_compute = false;
     std::string relay_backend = "shm";
     std::string omnirt_binary;  // for the stage processes; empty: this executable
 };

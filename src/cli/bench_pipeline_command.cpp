@@ -23,6 +23,8 @@ void add_bench_pipeline_command(CLI::App& bench, int& exit_code) {
                         "Unmeasured first requests (default min(requests/10, 1000))");
     command->add_flag("--same-process", options->same_process,
                       "All stages in one process (same-process dispatch)");
+    command->add_flag("--inline-compute", options->inline_compute,
+                      "Stages compute on the delivering thread while idle (inline_compute)");
     command->add_option("--relay", options->relay_backend, "Relay backend (default shm)");
     command->add_option("--json", *json_path, "Also write the report as JSON to this file");
     command->callback([options, json_path, &exit_code] {

@@ -93,6 +93,13 @@ class Scheduler {
     virtual void stop() = 0;
     // Thread-safe; idempotent; unknown ids are ignored.
     virtual void abort(const std::string& request_id) = 0;
+    // Called by the Stage before it queues `message`: a scheduler that may run it on the calling
+    // thread (no hand-off to a worker) does so and returns true; else false, and the Stage
+    // pushes it into the inbox. Default: false.
+    [[nodiscard]] virtual bool try_run_here(IncomingMessage& message) {
+        (void)message;
+        return false;
+    }
     // Requests the scheduler holds state for (queued, running or, for streaming schedulers,
     // open streams). For health reports and leak checks.
     [[nodiscard]] virtual std::size_t active_requests() const = 0;

@@ -72,6 +72,10 @@ Result<std::unique_ptr<SimpleScheduler>> SimpleScheduler::create(SimpleScheduler
         return fail(ErrorCode::invalid_argument,
                     who + "max_batch_size > 1 needs a batch_compute function");
     }
+    if (options.inline_when_idle && options.max_batch_size > 1) {
+        return fail(ErrorCode::invalid_argument,
+                    who + "inline_when_idle needs max_batch_size 1");
+    }
     if (options.max_batch_wait.count() < 0) {
         return fail(ErrorCode::invalid_argument, who + "max_batch_wait must not be negative");
     }
@@ -107,7 +111,35 @@ void SimpleScheduler::stop() {
     inbox_.close();
     for (std::thread& worker : workers_) worker.join();
     workers_.clear();
+    {
+        std::unique_lock lock(mutex_);
+        idle_cv_.wait(lock, [&] { return running_here_ == 0; });
+    }
     outbox_.close();
+}
+
+bool SimpleScheduler::try_run_here(IncomingMessage& message) {
+    if (!options_.inline_when_idle || message.kind != IncomingKind::new_request ||
+        message.payload == nullptr) {
+        return false;
+    }
+    {
+        std::lock_guard lock(mutex_);
+        if (!started_ || stopping_ || running_here_ > 0 || !running_.empty() ||
+            inbox_.size() != 0 || outbox_.size() != 0) {
+            return false;
+        }
+        ++running_here_;
+    }
+    std::vector<IncomingMessage> batch;
+    batch.push_back(std::move(message));
+    run_batch(std::move(batch));
+    {
+        std::lock_guard lock(mutex_);
+        --running_here_;
+    }
+    idle_cv_.notify_all();
+    return true;
 }
 
 void SimpleScheduler::abort(const std::string& request_id) {

@@ -292,6 +292,7 @@ void Stage::State::push_to_scheduler(IncomingMessage message) {
         book.active.insert(message.request_id);
     }
     message.enqueued_at = Clock::now();
+    if (scheduler->try_run_here(message)) return;
     if (!scheduler->inbox().push(std::move(message))) dropped_messages.fetch_add(1);
 }
 

@@ -81,7 +81,8 @@ namespace test_stages_detail {
 [[nodiscard]] Status add_if_absent(Registry& registry, FunctionKind kind, std::string name,
                                    RegistryEntry entry);
 // A SimpleScheduler for `context` (stage name, tracer, arg worker_threads, default
-// `default_workers`) running `compute`.
+// `default_workers`, arg inline_compute: SimpleSchedulerOptions::inline_when_idle, default false)
+// running `compute`.
 [[nodiscard]] Result<std::unique_ptr<Scheduler>> make_simple_scheduler(
     const StageContext& context, ComputeFn compute, std::int64_t default_workers = 1);
 }  // namespace test_stages_detail

@@ -114,10 +114,12 @@ Result<std::unique_ptr<Scheduler>> make_simple_scheduler(const StageContext& con
         return fail(ErrorCode::invalid_argument,
                     "stage '" + context.stage_name + "': arg 'worker_threads' must be in [1, 256]");
     }
+    OMNI_TRY(bool inline_compute, bool_arg(context, "inline_compute", false));
     OMNI_TRY(auto scheduler,
              SimpleScheduler::create({.stage_name = context.stage_name,
                                       .compute = std::move(compute),
                                       .worker_threads = static_cast<std::size_t>(workers),
+                                      .inline_when_idle = inline_compute,
                                       .tracer = context.tracer}));
     return std::unique_ptr<Scheduler>(std::move(scheduler));
 }

@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <map>
 #include <condition_variable>
 #include <filesystem>
 #include <fstream>
@@ -95,6 +97,7 @@ TEST(SimpleSchedulerTest, CreateRejectsInvalidOptions) {
         {.stage_name = "s", .compute = doubled, .worker_threads = 0},
         {.stage_name = "s", .compute = doubled, .max_batch_size = 2},
         {.stage_name = "s", .batch_compute = batch, .max_batch_wait = -1us},
+        {.stage_name = "s", .batch_compute = batch, .max_batch_size = 4, .inline_when_idle = true},
     };
     for (const auto& options : invalid) {
         auto scheduler = SimpleScheduler::create(options);
@@ -344,6 +347,123 @@ TEST(SimpleSchedulerTest, AbortOfRunningWorkWakesItAndDropsItsOutput) {
     ASSERT_TRUE(next.has_value());
     EXPECT_EQ(next->request_id, "next");  // no result of "long"
     EXPECT_EQ(scheduler->active_requests(), 0u);
+}
+
+TEST(SimpleSchedulerTest, WithoutInlineWhenIdleNothingRunsOnTheCallersThread) {
+    auto scheduler = make({.compute = doubled});
+    ASSERT_TRUE(scheduler->start().has_value());
+    IncomingMessage message = request("r", 4);
+    EXPECT_FALSE(scheduler->try_run_here(message));
+    EXPECT_NE(message.payload, nullptr);  // untouched, for the inbox
+}
+
+TEST(SimpleSchedulerTest, InlineWhenIdleComputesOnTheCallersThreadOnlyWhileIdle) {
+    const std::size_t threads_before = thread_count();
+    std::mutex mutex;
+    std::map<std::string, std::thread::id> computed_on;
+    Gate release_busy;
+    std::promise<void> busy_started;
+    auto scheduler = make({.compute =
+                               [&](const StagePayload& input, Emitter& emit) -> Result<StagePayload> {
+                                   {
+                                       std::lock_guard lock(mutex);
+                                       computed_on[input.request_id] = std::this_thread::get_id();
+                                   }
+                                   if (input.request_id == "busy") {
+                                       busy_started.set_value();
+                                       EXPECT_TRUE(release_busy.wait());
+                                   }
+                                   return doubled(input, emit);
+                               },
+                           .inline_when_idle = true});
+    IncomingMessage early = request("early", 1);
+    EXPECT_FALSE(scheduler->try_run_here(early));  // not started
+    ASSERT_TRUE(scheduler->start().has_value());
+
+    IncomingMessage idle = request("idle", 3);
+    ASSERT_TRUE(scheduler->try_run_here(idle));  // computed before it returns
+    auto out = scheduler->outbox().try_pop();
+    ASSERT_TRUE(out.has_value());
+    EXPECT_EQ(out->request_id, "idle");
+    EXPECT_EQ(out->result->data, Value(6));
+    EXPECT_EQ(computed_on.at("idle"), std::this_thread::get_id());
+
+    // A result waiting in the outbox makes the scheduler busy.
+    IncomingMessage first = request("first", 1);
+    ASSERT_TRUE(scheduler->try_run_here(first));
+    IncomingMessage second = request("second", 2);
+    EXPECT_FALSE(scheduler->try_run_here(second));
+    ASSERT_TRUE(next_out(*scheduler).has_value());
+
+    // So does work running on a worker: the message goes to the inbox instead.
+    ASSERT_TRUE(scheduler->inbox().push(request("busy", 5)));
+    ASSERT_EQ(busy_started.get_future().wait_for(kHangGuard), std::future_status::ready);
+    IncomingMessage queued = request("queued", 7);
+    EXPECT_FALSE(scheduler->try_run_here(queued));
+    ASSERT_TRUE(scheduler->inbox().push(std::move(queued)));
+    release_busy.open();
+    std::set<std::string> ids;
+    for (int i = 0; i < 2; ++i) {
+        auto result = next_out(*scheduler);
+        ASSERT_TRUE(result.has_value());
+        ids.insert(result->request_id);
+    }
+    EXPECT_EQ(ids, (std::set<std::string>{"busy", "queued"}));
+    EXPECT_NE(computed_on.at("busy"), std::this_thread::get_id());
+    EXPECT_NE(computed_on.at("queued"), std::this_thread::get_id());
+
+    // Stream messages are never taken.
+    IncomingMessage chunk{.request_id = "c", .kind = IncomingKind::stream_chunk};
+    EXPECT_FALSE(scheduler->try_run_here(chunk));
+    EXPECT_EQ(scheduler->active_requests(), 0u);
+    scheduler->stop();
+    IncomingMessage late = request("late", 1);
+    EXPECT_FALSE(scheduler->try_run_here(late));  // stopped
+    EXPECT_TRUE(threads_back_to(threads_before));
+}
+
+TEST(SimpleSchedulerTest, InlineComputeHonoursAbortAndStopWaitsForIt) {
+    std::promise<void> started;
+    auto scheduler =
+        make({.compute = [&](const StagePayload& input, Emitter& emit) -> Result<StagePayload> {
+                  started.set_value();
+                  EXPECT_TRUE(emit.wait_for_abort(kHangGuard));  // woken by abort, not timeout
+                  return input;                                  // dropped
+              },
+              .inline_when_idle = true});
+    ASSERT_TRUE(scheduler->start().has_value());
+    auto ran = std::async(std::launch::async, [&] {
+        IncomingMessage message = request("long");
+        return scheduler->try_run_here(message);
+    });
+    ASSERT_EQ(started.get_future().wait_for(kHangGuard), std::future_status::ready);
+    EXPECT_EQ(scheduler->active_requests(), 1u);
+    scheduler->abort("long");
+    ASSERT_EQ(ran.wait_for(kHangGuard), std::future_status::ready);
+    EXPECT_TRUE(ran.get());
+    EXPECT_EQ(scheduler->outbox().try_pop(), std::nullopt);  // the result was dropped
+    EXPECT_EQ(scheduler->active_requests(), 0u);
+
+    // stop() returns only after a computation running on another thread has ended.
+    std::promise<void> second_started;
+    std::atomic<bool> compute_returned{false};
+    auto blocking = make({.compute = [&](const StagePayload& input, Emitter& emit) -> Result<StagePayload> {
+                              second_started.set_value();
+                              EXPECT_TRUE(emit.wait_for_abort(kHangGuard));  // stop wakes it
+                              compute_returned.store(true);
+                              return input;
+                          },
+                          .inline_when_idle = true});
+    ASSERT_TRUE(blocking->start().has_value());
+    auto running = std::async(std::launch::async, [&] {
+        IncomingMessage message = request("r");
+        return blocking->try_run_here(message);
+    });
+    ASSERT_EQ(second_started.get_future().wait_for(kHangGuard), std::future_status::ready);
+    blocking->stop();
+    EXPECT_TRUE(compute_returned.load());
+    EXPECT_TRUE(running.get());
+    EXPECT_EQ(blocking->outbox().pop(), std::nullopt);  // closed, nothing delivered
 }
 
 TEST(SimpleSchedulerTest, MessagesForAnAbortedRequestArrivingLaterAreDropped) {

@@ -67,6 +67,43 @@ stages:
     stop_and_check(std::move(pipeline));
 }
 
+// inline_compute: idle stages compute on the thread that delivers the request (the control IO
+// thread across processes, the sender's thread in one process); same results, and a request
+// that fails in an inline stage fails as usual.
+TEST_P(PipelineShapes, InlineComputeStagesGiveTheSameResults) {
+    auto pipeline = start(R"(
+name: inline
+model_path: none
+stages:
+  - {name: produce, process: )" + p("a") + R"(, factory: test.tensor_producer,
+     factory_args: {bytes: 4096, dtype: float32, inline_compute: true}, next: double}
+  - {name: double, process: )" + p("b") + R"(, factory: test.arithmetic,
+     factory_args: {scale: 2, inline_compute: true}, next: check}
+  - {name: check, process: )" + p("c") + R"(, factory: test.fail,
+     factory_args: {inline_compute: true}, next: last}
+  - {name: last, process: )" + p("c") + R"(, factory: test.identity,
+     factory_args: {inline_compute: true}, terminal: true}
+)");
+    ASSERT_TRUE(pipeline);
+    for (int i = 0; i < 20; ++i) {
+        auto result = pipeline->submit("inline-" + std::to_string(i), OmniRequest{});
+        ASSERT_TRUE(result.has_value()) << result.error().to_string();
+        const Value* tensor = result->data.find("tensor");
+        ASSERT_NE(tensor, nullptr) << result->data.debug_string();
+        const float* values = tensor->as_tensor().data_as<float>();
+        for (std::int64_t k = 0; k < 1024; k += 97) {
+            ASSERT_EQ(values[k], 2.0f * static_cast<float>(k % 251)) << k;
+        }
+    }
+    auto failed = pipeline->submit(
+        "inline-fail", OmniRequest{.params = Map{{"fail_stage", "check"}}});
+    ASSERT_FALSE(failed.has_value());
+    EXPECT_NE(failed.error().message.find("injected failure"), std::string::npos)
+        << failed.error().message;
+    EXPECT_TRUE(eventually([&] { return all_stages_idle(*pipeline); }));
+    stop_and_check(std::move(pipeline));
+}
+
 TEST_P(PipelineShapes, FanOutProjectsAPayloadPerTargetAndMergesTerminals) {
     auto pipeline = start(R"(
 name: fan-out
