@@ -285,6 +285,12 @@ TEST_F(Qwen3ThinkerStageTest, FactoryArgumentErrors) {
     ASSERT_FALSE(blocks.has_value());
     EXPECT_NE(blocks.error().message.find("'max_running_requests' must be positive"),
               std::string::npos);
+    for (const Value& threads : {Value(-1), Value(5000), Value("two")}) {
+        auto refused = (*factory)(context({{"num_threads", threads}}));
+        ASSERT_FALSE(refused.has_value()) << threads.debug_string();
+        EXPECT_NE(refused.error().message.find("num_threads"), std::string::npos)
+            << refused.error().message;
+    }
     auto nowhere = (*factory)(context({{"model_path", Value("/nonexistent/model")}}));
     ASSERT_FALSE(nowhere.has_value());
     EXPECT_EQ(nowhere.error().code, ErrorCode::not_found);
