@@ -100,6 +100,10 @@ class Scheduler {
         (void)message;
         return false;
     }
+    // Called by the Stage first when it stops, before it waits for its own threads (one may be
+    // inside try_run_here): a scheduler lets its running computations notice the stop. Must not
+    // block. Default: nothing.
+    virtual void begin_stop() {}
     // Requests the scheduler holds state for (queued, running or, for streaming schedulers,
     // open streams). For health reports and leak checks.
     [[nodiscard]] virtual std::size_t active_requests() const = 0;

@@ -94,26 +94,32 @@ Status SimpleScheduler::start() {
                     "scheduler of stage '" + options_.stage_name + "' was already started");
     }
     started_ = true;
+    free_permits_ = options_.worker_threads;
     for (std::size_t i = 0; i < options_.worker_threads; ++i) {
         workers_.emplace_back([this] { worker_loop(); });
     }
     return ok_status();
 }
 
-void SimpleScheduler::stop() {
-    std::lock_guard stop_lock(stop_mutex_);
+void SimpleScheduler::begin_stop() {
     {
         std::lock_guard lock(mutex_);
         stopping_ = true;
     }
     abort_cv_.notify_all();
+}
+
+void SimpleScheduler::stop() {
+    std::lock_guard stop_lock(stop_mutex_);
+    begin_stop();
     inbox_.remove_if([](const IncomingMessage&) { return true; });
     inbox_.close();
     for (std::thread& worker : workers_) worker.join();
     workers_.clear();
     {
+        // A computation in try_run_here (another thread) still holds its permit.
         std::unique_lock lock(mutex_);
-        idle_cv_.wait(lock, [&] { return running_here_ == 0; });
+        permit_cv_.wait(lock, [&] { return !started_ || free_permits_ == options_.worker_threads; });
     }
     outbox_.close();
 }
@@ -125,21 +131,30 @@ bool SimpleScheduler::try_run_here(IncomingMessage& message) {
     }
     {
         std::lock_guard lock(mutex_);
-        if (!started_ || stopping_ || running_here_ > 0 || !running_.empty() ||
+        if (!started_ || stopping_ || free_permits_ == 0 || !running_.empty() ||
             inbox_.size() != 0 || outbox_.size() != 0) {
             return false;
         }
-        ++running_here_;
+        --free_permits_;
     }
     std::vector<IncomingMessage> batch;
     batch.push_back(std::move(message));
     run_batch(std::move(batch));
-    {
-        std::lock_guard lock(mutex_);
-        --running_here_;
-    }
-    idle_cv_.notify_all();
+    return_permit();
     return true;
+}
+
+void SimpleScheduler::take_permit() {
+    std::unique_lock lock(mutex_);
+    permit_cv_.wait(lock, [&] { return free_permits_ > 0; });
+    --free_permits_;
+}
+
+void SimpleScheduler::return_permit() {
+    // Notified under the lock: stop() may return, and the scheduler go, once the count is back.
+    std::lock_guard lock(mutex_);
+    ++free_permits_;
+    permit_cv_.notify_all();
 }
 
 void SimpleScheduler::abort(const std::string& request_id) {
@@ -197,7 +212,9 @@ std::vector<IncomingMessage> SimpleScheduler::collect_batch(IncomingMessage firs
 void SimpleScheduler::worker_loop() {
     while (std::optional<IncomingMessage> message = inbox_.pop()) {
         if (!accept(*message)) continue;
+        take_permit();
         run_batch(collect_batch(std::move(*message)));
+        return_permit();
     }
 }
 

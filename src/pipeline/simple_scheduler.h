@@ -121,6 +121,9 @@ class SimpleScheduler final : public Scheduler {
     void abort(const std::string& request_id) override;
     // With inline_when_idle, computes `message` here when the scheduler is idle (see above).
     [[nodiscard]] bool try_run_here(IncomingMessage& message) override;
+    // Marks the scheduler stopping and wakes computations waiting in Emitter::wait_for_abort,
+    // wherever they run; stop() does the rest.
+    void begin_stop() override;
     // Queued items (inbox) + running items.
     [[nodiscard]] std::size_t active_requests() const override;
 
@@ -135,6 +138,8 @@ class SimpleScheduler final : public Scheduler {
     bool accept(const IncomingMessage& message);
     void run_batch(std::vector<IncomingMessage> batch);
     void finish(const std::shared_ptr<Job>& job, Result<StagePayload> result);
+    void take_permit();
+    void return_permit();
     bool emit_chunk(Job& job, Value chunk, std::optional<std::string> target, Value metadata);
 
     SimpleSchedulerOptions options_;
@@ -145,9 +150,12 @@ class SimpleScheduler final : public Scheduler {
     RecentRequestIds aborted_;
     bool started_ = false;
     bool stopping_ = false;
-    // Computations running in try_run_here; stop() waits for them (idle_cv_).
-    std::size_t running_here_ = 0;
-    std::condition_variable idle_cv_;
+    // Compute permits, worker_threads of them: a worker takes one (waiting) before it computes,
+    // try_run_here only when one is free, so that an inline computation never adds to the
+    // worker_threads computations the compute function may see at once. stop() waits until
+    // every permit is back. Guarded by mutex_; permit_cv_ signals a returned permit.
+    std::size_t free_permits_ = 0;
+    std::condition_variable permit_cv_;
     std::vector<std::thread> workers_;
 };
 

@@ -183,6 +183,9 @@ void Stage::stop() {
     // control plane goes last, so that what the threads sent is flushed. Events still queued
     // are dropped.
     s.stopping.store(true);
+    // First, so that a computation running inline on the control IO thread (try_run_here)
+    // notices the stop instead of making the joins below wait for it.
+    s.scheduler->begin_stop();
     s.events.close();
     s.scheduler->inbox().close();
     s.relay->close();

@@ -110,6 +110,15 @@ Result<std::unique_ptr<Scheduler>> sleep_factory(const StageContext& context) {
         return fail(ErrorCode::invalid_argument,
                     "stage '" + context.stage_name + "': arg 'ms' must not be negative");
     }
+    // A computation that waits would hold the stage's control IO thread, and with it the
+    // shutdown and abort messages meant to end it.
+    OMNI_TRY(bool inline_compute, bool_arg(context, "inline_compute", false));
+    if (inline_compute) {
+        return fail(ErrorCode::invalid_argument,
+                    "stage '" + context.stage_name +
+                        "': test.sleep waits, so it cannot take inline_compute (the wait would "
+                        "hold the control messages that end it)");
+    }
     return make_simple_scheduler(
         context, [ms](const StagePayload& input, Emitter& emit) -> Result<StagePayload> {
             std::int64_t wait = ms;

@@ -422,6 +422,50 @@ TEST(SimpleSchedulerTest, InlineWhenIdleComputesOnTheCallersThreadOnlyWhileIdle)
     EXPECT_TRUE(threads_back_to(threads_before));
 }
 
+// One worker and an inline computation never compute at the same time: the worker waits for
+// the compute permit the inline computation holds.
+TEST(SimpleSchedulerTest, InlineComputeNeverAddsToTheWorkersConcurrency) {
+    std::mutex mutex;
+    int computing = 0;
+    int most = 0;
+    Gate release;
+    std::promise<void> inline_started;
+    auto scheduler = make(
+        {.compute = [&](const StagePayload& input, Emitter& emit) -> Result<StagePayload> {
+             {
+                 std::lock_guard lock(mutex);
+                 most = std::max(most, ++computing);
+             }
+             if (input.request_id == "inline") {
+                 inline_started.set_value();
+                 EXPECT_TRUE(release.wait());
+             }
+             {
+                 std::lock_guard lock(mutex);
+                 --computing;
+             }
+             return doubled(input, emit);
+         },
+         .inline_when_idle = true});
+    ASSERT_TRUE(scheduler->start().has_value());
+    auto ran = std::async(std::launch::async, [&] {
+        IncomingMessage message = request("inline", 1);
+        return scheduler->try_run_here(message);
+    });
+    ASSERT_EQ(inline_started.get_future().wait_for(kHangGuard), std::future_status::ready);
+    ASSERT_TRUE(scheduler->inbox().push(request("queued", 2)));
+    release.open();
+    EXPECT_TRUE(ran.get());
+    std::set<std::string> ids;
+    for (int i = 0; i < 2; ++i) {
+        auto out = next_out(*scheduler);
+        ASSERT_TRUE(out.has_value());
+        ids.insert(out->request_id);
+    }
+    EXPECT_EQ(ids, (std::set<std::string>{"inline", "queued"}));
+    EXPECT_EQ(most, 1);
+}
+
 TEST(SimpleSchedulerTest, InlineComputeHonoursAbortAndStopWaitsForIt) {
     std::promise<void> started;
     auto scheduler =

@@ -115,6 +115,8 @@ TEST_F(TestStagesTest, CommonArgsAreChecked) {
     expect_factory_error("test.identity", Map{{"worker_threads", Value("2")}}, "worker_threads");
     expect_factory_error("test.identity", Map{{"inline_compute", Value("yes")}}, "inline_compute");
     expect_factory_error("test.arithmetic", Map{{"inline_compute", Value(1)}}, "inline_compute");
+    expect_factory_error("test.sleep", Map{{"ms", Value(5)}, {"inline_compute", Value(true)}},
+                         "cannot take inline_compute");
     start("test.identity", Map{{"worker_threads", Value(3)}});
     push("r", Value(1));
     EXPECT_EQ(next_result(), Value(1));
