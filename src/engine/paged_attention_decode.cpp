@@ -6,8 +6,11 @@
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #include <immintrin.h>
+
+#include "engine/lane_sums.h"
 #define OMNIRT_HAVE_DECODE_KERNEL 1
 #define OMNIRT_AVX512 __attribute__((target("avx512f")))
+#define OMNIRT_AVX512_BF16 __attribute__((target("avx512f,avx512bw,avx512bf16")))
 // GCC 12 warns about its own _mm512_reduce_add_ps.
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -161,6 +164,186 @@ OMNIRT_AVX512 void decode_row(const SequenceInput& sequence, std::int64_t positi
     }
 }
 
+// The bfloat16 kernel for blocks of 16 positions on CPUs with AVX512-BF16. Per (position, head)
+// the general kernel above spends a widening, eight FMAs, a full horizontal sum and a scalar
+// exp; here the scores take four vdpbf16ps on the bfloat16 query and key bits (the products
+// are exact in float32, the sums float32; the scale is applied to the sums), a block's 16 sums
+// are reduced together, the exp is vectorized, and value rows are widened two lanes at a time.
+
+// exp(x) for x <= 0 (lanes of -inf give 0): 2^n * p(r), x = n ln2 + r, |r| <= ln2 / 2, p the
+// degree-7 Taylor polynomial (truncation below 1e-8 relative; about 1-2 ulp after rounding).
+OMNIRT_AVX512_BF16 [[gnu::always_inline]] inline __m512 exp_nonpositive(__m512 x) {
+    x = _mm512_max_ps(x, _mm512_set1_ps(-104.0f));  // exp is 0 in float32 below
+    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504f)),
+                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);  // ln2 = hi + lo, hi exact
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+    __m512 p = _mm512_set1_ps(1.0f / 5040.0f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    return _mm512_scalef_ps(p, n);
+}
+
+// Value rows widened two lanes at a time: of a 32-bit lane holding bfloat16 elements 2i and
+// 2i + 1, a shift gives element 2i and a mask element 2i + 1 exactly. So the accumulators hold
+// the 128 dims permuted: vector 2c + e, lane i is dim 32c + 2i + e.
+OMNIRT_AVX512_BF16 [[gnu::always_inline]] inline void widen32(const c10::BFloat16* p, __m512& even,
+                                                              __m512& odd) {
+    const __m512i bits = _mm512_loadu_si512(p);
+    even = _mm512_castsi512_ps(_mm512_slli_epi32(bits, 16));
+    odd = _mm512_castsi512_ps(_mm512_and_si512(bits, _mm512_set1_epi32(-65536)));
+}
+
+template <int NJ>
+OMNIRT_AVX512_BF16 [[gnu::always_inline]] inline void accumulate_values_paired(
+    float* const (&accumulators)[NJ], const float* const (&weights)[NJ],
+    const float (&corrections)[NJ], const c10::BFloat16* values, std::int64_t slot_width,
+    std::int64_t count) {
+    __m512 acc[NJ][kVectors];
+#pragma GCC unroll 2
+    for (int j = 0; j < NJ; ++j) {
+        const __m512 correction = _mm512_set1_ps(corrections[j]);
+#pragma GCC unroll 8
+        for (int c = 0; c < kVectors; ++c) {
+            acc[j][c] = _mm512_mul_ps(_mm512_loadu_ps(accumulators[j] + 16 * c), correction);
+        }
+    }
+    for (std::int64_t slot = 0; slot < count; ++slot) {
+        const c10::BFloat16* row = values + slot * slot_width;
+        __m512 v[kVectors];
+#pragma GCC unroll 4
+        for (int c = 0; c < kVectors / 2; ++c) widen32(row + 32 * c, v[2 * c], v[2 * c + 1]);
+#pragma GCC unroll 2
+        for (int j = 0; j < NJ; ++j) {
+            const __m512 p = _mm512_set1_ps(weights[j][slot]);
+#pragma GCC unroll 8
+            for (int c = 0; c < kVectors; ++c) acc[j][c] = _mm512_fmadd_ps(p, v[c], acc[j][c]);
+        }
+    }
+#pragma GCC unroll 2
+    for (int j = 0; j < NJ; ++j) {
+#pragma GCC unroll 8
+        for (int c = 0; c < kVectors; ++c) _mm512_storeu_ps(accumulators[j] + 16 * c, acc[j][c]);
+    }
+}
+
+constexpr std::int64_t kBlock16 = 16;
+
+OMNIRT_AVX512_BF16 void decode_row_bf16(const SequenceInput& sequence, std::int64_t position,
+                                        const DecodeShape& shape, const c10::BFloat16* query,
+                                        const c10::BFloat16* keys, const c10::BFloat16* values,
+                                        double scale, c10::BFloat16* output,
+                                        std::vector<float>& scratch) {
+    const std::int64_t heads = shape.heads;
+    const std::int64_t group = heads / shape.kv_heads;
+    const std::int64_t slot_width = shape.kv_heads * kDim;
+    const std::int64_t block_stride = kBlock16 * slot_width;
+    // Scratch: accumulators [heads * 128] (dims permuted, see widen32), weights [heads * 16],
+    // maxima, normalizers and corrections [heads].
+    scratch.resize(static_cast<std::size_t>(heads * kDim + heads * kBlock16 + 3 * heads));
+    float* accumulators = scratch.data();
+    float* weights = accumulators + heads * kDim;
+    float* maxima = weights + heads * kBlock16;
+    float* normalizers = maxima + heads;
+    float* corrections = normalizers + heads;
+    std::fill(accumulators, accumulators + heads * kDim, 0.0f);
+    std::fill(maxima, maxima + heads, -std::numeric_limits<float>::infinity());
+    std::fill(normalizers, normalizers + heads, 0.0f);
+    const __m512 scale_v = _mm512_set1_ps(static_cast<float>(scale));
+    const __m512 minus_inf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+
+    const std::int64_t length = position + 1;
+    for (std::int64_t first = 0; first < length; first += kBlock16) {
+        const std::int64_t block = sequence.block_table[static_cast<std::size_t>(first / kBlock16)];
+        const std::int64_t count = std::min(kBlock16, length - first);
+        // Lanes of positions past the sequence: their scores are computed from whatever the
+        // cache holds there (inside the block) and then masked out; no value row is read.
+        const auto valid = static_cast<__mmask16>((1u << count) - 1);
+        const std::int64_t next_block =
+            first + kBlock16 < length
+                ? sequence.block_table[static_cast<std::size_t>(first / kBlock16 + 1)]
+                : -1;
+        for (std::int64_t g = 0; g < shape.kv_heads; ++g) {
+            const std::int64_t h0 = g * group;
+            const c10::BFloat16* k = keys + block * block_stride + g * kDim;
+            const c10::BFloat16* v = values + block * block_stride + g * kDim;
+            if (next_block >= 0) {
+                // This kv head's rows of the next block, a block's work ahead (into L2; into
+                // L1 measured slower): with the arithmetic this lean the kernel otherwise
+                // waits on the scattered 256-byte rows.
+                const std::int64_t offset = next_block * block_stride + g * kDim;
+                for (std::int64_t slot = 0; slot < kBlock16; ++slot) {
+                    const std::int64_t row = offset + slot * slot_width;
+#pragma GCC unroll 4
+                    for (int line = 0; line < 4; ++line) {
+                        _mm_prefetch(reinterpret_cast<const char*>(keys + row + 32 * line),
+                                     _MM_HINT_T1);
+                        _mm_prefetch(reinterpret_cast<const char*>(values + row + 32 * line),
+                                     _MM_HINT_T1);
+                    }
+                }
+            }
+            for (std::int64_t h = h0; h < h0 + group; ++h) {
+                const c10::BFloat16* qh = query + h * kDim;
+                __m512bh qv[4];
+#pragma GCC unroll 4
+                for (int c = 0; c < 4; ++c) qv[c] = (__m512bh)_mm512_loadu_si512(qh + 32 * c);
+                __m512 dots[kBlock16];
+#pragma GCC unroll 16
+                for (int slot = 0; slot < kBlock16; ++slot) {
+                    const c10::BFloat16* row = k + slot * slot_width;
+                    __m512 sum = _mm512_setzero_ps();
+#pragma GCC unroll 4
+                    for (int c = 0; c < 4; ++c) {
+                        sum = _mm512_dpbf16_ps(sum, qv[c],
+                                               (__m512bh)_mm512_loadu_si512(row + 32 * c));
+                    }
+                    dots[slot] = sum;
+                }
+                const __m512 s = _mm512_mask_mov_ps(
+                    minus_inf, valid, _mm512_mul_ps(detail::sum_lanes16(dots), scale_v));
+                // Online softmax: new maximum, correction of the running sums, weights.
+                const float new_max = std::max(maxima[h], _mm512_reduce_max_ps(s));
+                const float correction = std::exp(maxima[h] - new_max);  // 0 at the start
+                maxima[h] = new_max;
+                const __m512 p = _mm512_maskz_mov_ps(
+                    valid, exp_nonpositive(_mm512_sub_ps(s, _mm512_set1_ps(new_max))));
+                _mm512_storeu_ps(weights + h * kBlock16, p);
+                normalizers[h] = normalizers[h] * correction + _mm512_reduce_add_ps(p);
+                corrections[h] = correction;
+            }
+            // Weighted values, two heads at a time (their accumulators fit the registers).
+            std::int64_t h = h0;
+            for (; h + 2 <= h0 + group; h += 2) {
+                float* const acc[2] = {accumulators + h * kDim, accumulators + (h + 1) * kDim};
+                const float* const w[2] = {weights + h * kBlock16, weights + (h + 1) * kBlock16};
+                const float c[2] = {corrections[h], corrections[h + 1]};
+                accumulate_values_paired<2>(acc, w, c, v, slot_width, count);
+            }
+            if (h < h0 + group) {
+                float* const acc[1] = {accumulators + h * kDim};
+                const float* const w[1] = {weights + h * kBlock16};
+                const float c[1] = {corrections[h]};
+                accumulate_values_paired<1>(acc, w, c, v, slot_width, count);
+            }
+        }
+    }
+    for (std::int64_t h = 0; h < heads; ++h) {
+        const float inverse = 1.0f / normalizers[h];
+        const float* acc = accumulators + h * kDim;
+        for (std::int64_t d = 0; d < kDim; ++d) {
+            // Dim 32c + 2i + e lives at vector 2c + e, lane i.
+            const std::int64_t index = 16 * (2 * (d >> 5) + (d & 1)) + ((d & 31) >> 1);
+            output[h * kDim + d] = static_cast<c10::BFloat16>(acc[index] * inverse);
+        }
+    }
+}
+
 #endif  // OMNIRT_HAVE_DECODE_KERNEL
 
 }  // namespace
@@ -189,6 +372,12 @@ void attend_decode(const SequenceInput& sequence, std::int64_t position, const D
                    const c10::BFloat16* values, double scale, c10::BFloat16* output,
                    std::vector<float>& scratch) {
 #if OMNIRT_HAVE_DECODE_KERNEL
+    static const bool bf16 =
+        __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw");
+    if (bf16 && shape.block_size == kBlock16) {
+        decode_row_bf16(sequence, position, shape, query, keys, values, scale, output, scratch);
+        return;
+    }
     decode_row(sequence, position, shape, query, keys, values, scale, output, scratch);
 #endif
 }

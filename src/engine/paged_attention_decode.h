@@ -4,7 +4,8 @@
 // kernel (float32 queries scaled first, keys and values widened exactly to float32, float32
 // sums, an online softmax per block); per block and kv head the heads of its group share each
 // widened key and value vector, and the group's accumulators stay in registers across the
-// block's positions.
+// block's positions. bfloat16 with blocks of 16 on CPUs with AVX512-BF16 takes a leaner kernel
+// (vdpbf16ps scores, vectorized exp, the next block prefetched); see the .cpp.
 //
 // Thread safety: pure functions; the caller runs them on its own threads.
 #include <c10/util/BFloat16.h>

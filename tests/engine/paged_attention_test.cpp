@@ -125,6 +125,58 @@ TEST_P(PagedAttention, KernelAndReferenceMatchDenseAttention) {
     EXPECT_TRUE(at::allclose(kernel_half.to(at::kFloat), kernel, 1e-2, 1e-2));
 }
 
+// bfloat16 decode rows over many blocks (the AVX512-BF16 kernel's shape: blocks of 16, head_dim
+// 128, pairs of heads per kv head) against dense float32 attention over the same bfloat16 keys
+// and values. The cache's slots past each sequence hold NaN: the kernel computes scores for a
+// whole block and masks them, so nothing of those slots may reach the output.
+TEST(PagedAttentionDecode, BFloat16RowsOverManyBlocksIgnoreSlotsPastTheSequence) {
+    at::manual_seed(5);
+    constexpr std::int64_t kBlock = 16;
+    constexpr std::int64_t kHeads = 16;
+    constexpr std::int64_t kKvHeads = 8;
+    constexpr std::int64_t kDim = 128;
+    const std::vector<std::int64_t> positions = {0, 15, 16, 47, 100, 333};
+    std::int64_t blocks = 0;
+    for (std::int64_t p : positions) blocks += p / kBlock + 1;
+    const at::Tensor keys =
+        at::full({blocks, kBlock, kKvHeads, kDim}, NAN, at::TensorOptions(at::kBFloat16));
+    const at::Tensor values = at::full_like(keys, NAN);
+    std::vector<SequenceInput> batch;
+    std::vector<at::Tensor> dense_keys;
+    std::vector<at::Tensor> dense_values;
+    std::int32_t next_block = 0;
+    for (std::int64_t position : positions) {
+        const std::int64_t length = position + 1;
+        // Keys scaled up so that the softmax is far from uniform.
+        const at::Tensor k = (at::randn({length, kKvHeads, kDim}) * 3).to(at::kBFloat16);
+        const at::Tensor v = at::randn({length, kKvHeads, kDim}).to(at::kBFloat16);
+        std::vector<std::int32_t> table;
+        for (std::int64_t p = 0; p < length; ++p) {
+            if (p % kBlock == 0) table.push_back(next_block++);
+            keys[table.back()][p % kBlock].copy_(k[p]);
+            values[table.back()][p % kBlock].copy_(v[p]);
+        }
+        dense_keys.push_back(k.to(at::kFloat));
+        dense_values.push_back(v.to(at::kFloat));
+        batch.push_back(make_sequence(position, 1, std::move(table)));
+    }
+    const at::Tensor query =
+        at::randn({static_cast<std::int64_t>(positions.size()), kHeads, kDim}).to(at::kBFloat16);
+    const double scale = 1.0 / std::sqrt(static_cast<double>(kDim));
+    const at::Tensor kernel = paged_attention_cpu(query, keys, values, batch, scale);
+    ASSERT_EQ(kernel.scalar_type(), at::kBFloat16);
+    EXPECT_TRUE(at::isfinite(kernel).all().item<bool>());
+    for (std::size_t i = 0; i < positions.size(); ++i) {
+        const auto row = static_cast<std::int64_t>(i);
+        const at::Tensor expected =
+            dense_attention(query.narrow(0, row, 1).to(at::kFloat), dense_keys[i], dense_values[i],
+                            positions[i], scale);
+        // The output's own bfloat16 rounding (2^-9 relative) plus float32 sums.
+        EXPECT_TRUE(at::allclose(kernel.narrow(0, row, 1).to(at::kFloat), expected, 1e-2, 1e-2))
+            << positions[i];
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(Shapes, PagedAttention,
                          ::testing::Values(Case{4, 2, 16, 4}, Case{8, 8, 32, 16}, Case{6, 1, 8, 1},
                                            Case{16, 8, 128, 16}, Case{2, 2, 20, 3},
