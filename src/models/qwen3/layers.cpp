@@ -126,11 +126,8 @@ void rotary_kernel(at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) 
 
 at::Tensor project(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
     // 2 to 64 rows (batched decode): one pass over the weight in register tiles
-    // (engine/cpu_linear.h), where the CPU has the instructions. One bfloat16 row too: its
-    // vdpbf16ps tiles keep up with the memory bandwidth where the widening matrix-vector
-    // product below does not, and a row then sums in the same order as in a batch. Other
-    // single rows take the paths below.
-    if (x.dim() == 2 && (x.size(0) > 1 || x.scalar_type() == at::kBFloat16)) {
+    // (engine/cpu_linear.h), where the CPU has the instructions. One row takes the paths below.
+    if (x.dim() == 2 && x.size(0) > 1) {
         at::Tensor out = engine::cpu::small_batch_linear(x, weight, bias);
         if (out.defined()) return out;
     }
