@@ -114,17 +114,7 @@ void ArScheduler::apply_agreed_aborts(const std::vector<std::string>& ids) {
         std::lock_guard lock(mutex_);
         for (const std::string& id : ids) aborted_ids_.insert(id);
     }
-    for (const std::string& id : ids) {
-        auto it = sequences_.find(id);
-        if (it == sequences_.end()) continue;
-        ArSequence& sequence = *it->second;
-        if (sequence.status_ != SequenceStatus::waiting &&
-            sequence.status_ != SequenceStatus::running) {
-            continue;
-        }
-        ++counters_.aborted_requests;
-        retire(sequence, SequenceStatus::aborted);
-    }
+    retire_aborted(ids);
     sweep();
 }
 

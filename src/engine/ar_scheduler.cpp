@@ -388,6 +388,10 @@ void ArScheduler::apply_aborts() {
         std::lock_guard lock(mutex_);
         ids.swap(pending_aborts_);
     }
+    retire_aborted(ids);
+}
+
+void ArScheduler::retire_aborted(const std::vector<std::string>& ids) {
     for (const std::string& id : ids) {
         auto it = sequences_.find(id);
         if (it == sequences_.end()) continue;

@@ -200,6 +200,8 @@ class ArScheduler final : public pipeline::Scheduler {
     void handle_message(pipeline::IncomingMessage message);
     Result<std::unique_ptr<ArSequence>> make_sequence(const pipeline::IncomingMessage& message);
     void apply_aborts();
+    // Retires the waiting or running sequences of `ids` as aborted (engine thread).
+    void retire_aborted(const std::vector<std::string>& ids);
     bool is_aborted(const std::string& request_id) const;
     void publish_stats(bool idle);
     void release_everything();

@@ -20,8 +20,13 @@
 #include <utility>
 #include <vector>
 
+#include "torch_bridge/torch_errors.h"
+
 namespace omnirt::models::qwen3 {
 namespace {
+
+using torch_bridge::current_exception_text;
+using torch_bridge::mentions_timeout;
 
 constexpr std::string_view kFileScheme = "file://";
 constexpr std::string_view kTcpScheme = "tcp://";
@@ -52,30 +57,6 @@ std::optional<TcpAddress> parse_tcp(std::string_view address) {
 
 bool is_loopback(const std::string& host) {
     return host == "localhost" || host.starts_with("127.") || host == "::1";
-}
-
-// The first line of the exception in flight (c10 appends backtraces and locations).
-std::string current_exception_text() {
-    std::string what;
-    try {
-        throw;
-    } catch (const c10::Error& error) {
-        what = error.what_without_backtrace();
-    } catch (const std::exception& error) {
-        what = error.what();
-    } catch (...) {
-        what = "unknown exception";
-    }
-    if (const auto newline = what.find('\n'); newline != std::string::npos) what.resize(newline);
-    return what;
-}
-
-bool mentions_timeout(const std::string& text) {
-    std::string lower = text;
-    std::transform(lower.begin(), lower.end(), lower.begin(),
-                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-    return lower.find("timeout") != std::string::npos ||
-           lower.find("timed out") != std::string::npos;
 }
 
 // Wakes the engine thread when a gloo collective finishes, or when cancel() gives up on it.

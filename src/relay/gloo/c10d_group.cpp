@@ -5,11 +5,11 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
-#include <algorithm>
-#include <cctype>
 #include <charconv>
 #include <cstdlib>
 #include <random>
+
+#include "torch_bridge/torch_errors.h"
 
 namespace omnirt::relay {
 namespace {
@@ -101,25 +101,8 @@ Error rendezvous_error(std::chrono::steady_clock::time_point start, Duration tim
 }  // namespace
 
 Error current_exception_error(ErrorCode code, const std::string& context) {
-    std::string what;
-    try {
-        throw;
-    } catch (const c10::Error& error) {
-        what = error.what_without_backtrace();
-    } catch (const std::exception& error) {
-        what = error.what();
-    } catch (...) {
-        what = "unknown exception";
-    }
-    // Trim to the first line: gloo and c10 append source locations and context on later lines.
-    if (auto newline = what.find('\n'); newline != std::string::npos) what.resize(newline);
-    std::string lower = what;
-    std::transform(lower.begin(), lower.end(), lower.begin(),
-                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-    if (lower.find("timeout") != std::string::npos ||
-        lower.find("timed out") != std::string::npos) {
-        code = ErrorCode::deadline_exceeded;
-    }
+    const std::string what = torch_bridge::current_exception_text();
+    if (torch_bridge::mentions_timeout(what)) code = ErrorCode::deadline_exceeded;
     return Error{code, context + ": " + what};
 }
 
