@@ -3,8 +3,10 @@
 // sums, weight [out, in] row-major, x [rows, in]. The weight is streamed from memory once per
 // call whatever the number of rows (the libraries' matrix-matrix paths read it at a fraction of
 // the memory bandwidth below a few dozen rows, and per-row matrix-vector products read it once
-// per row). Register tiles of 4 weight rows x up to 4 input rows; the threads of the ATen
-// intra-op pool take contiguous ranges of weight rows.
+// per row). Register tiles of 4 weight rows x up to 4 input rows; one bfloat16 input row streams
+// the weight rows one after another instead (sequential reads, at the memory bandwidth), with
+// the same bits per row as in a batch. The threads of the ATen intra-op pool take contiguous
+// ranges of weight rows.
 //
 //   bfloat16  AVX512-BF16 (vdpbf16ps: products of bfloat16 pairs summed in float32)
 //   float32   AVX-512F FMA

@@ -15,11 +15,11 @@
 namespace omnirt::models::qwen3 {
 
 // x [tokens, in] times weight [out, in] transposed, plus bias [out] when defined: [tokens, out].
-// On the CPU, 2 to 64 rows run engine::cpu::small_batch_linear (register tiles, the weight read
-// once; AVX512-BF16 / AVX-512F), one row of float32 a BLAS matrix-vector product and one row of
-// bfloat16 a vectorized GEMV with float32 sums (the matrix-matrix paths of OpenBLAS and oneDNN
-// read the weight well below the memory bandwidth there). Without the instructions, up to 4
-// float32 rows take one BLAS matrix-vector product each.
+// On the CPU, 2 to 64 rows and one bfloat16 row run engine::cpu::small_batch_linear (the
+// weight read once; AVX512-BF16 / AVX-512F), one row of float32 a BLAS matrix-vector product
+// (the matrix-matrix paths of OpenBLAS and oneDNN read the weight well below the memory
+// bandwidth there). Without the instructions, up to 4 float32 rows take one BLAS
+// matrix-vector product each and one bfloat16 row a vectorized GEMV with float32 sums.
 [[nodiscard]] at::Tensor project(const at::Tensor& x, const at::Tensor& weight,
                                  const at::Tensor& bias = {});
 
