@@ -75,6 +75,8 @@ OMNIRT_AVX512 void decode_row(const SequenceInput& sequence, std::int64_t positi
                               const T* values, double scale, T* output,
                               std::vector<float>& scratch) {
     const std::int64_t heads = shape.heads;
+    const std::int64_t kv_begin = shape.kv_begin;
+    const std::int64_t kv_end = shape.kv_end;
     const std::int64_t group = heads / shape.kv_heads;
     const std::int64_t block_size = shape.block_size;
     const std::int64_t slot_width = shape.kv_heads * kDim;
@@ -89,11 +91,13 @@ OMNIRT_AVX512 void decode_row(const SequenceInput& sequence, std::int64_t positi
     float* normalizers = maxima + heads;
     float* corrections = normalizers + heads;
     const auto scale_f = static_cast<float>(scale);
-    for (std::int64_t i = 0; i < heads * kDim; ++i) {
+    const std::int64_t h_begin = kv_begin * group;
+    const std::int64_t h_end = kv_end * group;
+    for (std::int64_t i = h_begin * kDim; i < h_end * kDim; ++i) {
         q[i] = static_cast<float>(query[i]) * scale_f;
         accumulators[i] = 0.0f;
     }
-    for (std::int64_t h = 0; h < heads; ++h) {
+    for (std::int64_t h = h_begin; h < h_end; ++h) {
         maxima[h] = -std::numeric_limits<float>::infinity();
         normalizers[h] = 0.0f;
     }
@@ -103,7 +107,7 @@ OMNIRT_AVX512 void decode_row(const SequenceInput& sequence, std::int64_t positi
         const std::int64_t block =
             sequence.block_table[static_cast<std::size_t>(first / block_size)];
         const std::int64_t count = std::min(block_size, length - first);
-        for (std::int64_t g = 0; g < shape.kv_heads; ++g) {
+        for (std::int64_t g = kv_begin; g < kv_end; ++g) {
             const std::int64_t h0 = g * group;
             const T* k = keys + block * block_stride + g * kDim;
             const T* v = values + block * block_stride + g * kDim;
@@ -156,7 +160,7 @@ OMNIRT_AVX512 void decode_row(const SequenceInput& sequence, std::int64_t positi
             }
         }
     }
-    for (std::int64_t h = 0; h < heads; ++h) {
+    for (std::int64_t h = h_begin; h < h_end; ++h) {
         const float inverse = 1.0f / normalizers[h];
         for (std::int64_t i = 0; i < kDim; ++i) {
             output[h * kDim + i] = static_cast<T>(accumulators[h * kDim + i] * inverse);
@@ -243,6 +247,10 @@ OMNIRT_AVX512_BF16 void decode_row_bf16(const SequenceInput& sequence, std::int6
     const std::int64_t group = heads / shape.kv_heads;
     const std::int64_t slot_width = shape.kv_heads * kDim;
     const std::int64_t block_stride = kBlock16 * slot_width;
+    const std::int64_t kv_begin = shape.kv_begin;
+    const std::int64_t kv_end = shape.kv_end;
+    const std::int64_t h_begin = kv_begin * group;
+    const std::int64_t h_end = kv_end * group;
     // Scratch: accumulators [heads * 128] (dims permuted, see widen32), weights [heads * 16],
     // maxima, normalizers and corrections [heads].
     scratch.resize(static_cast<std::size_t>(heads * kDim + heads * kBlock16 + 3 * heads));
@@ -251,9 +259,9 @@ OMNIRT_AVX512_BF16 void decode_row_bf16(const SequenceInput& sequence, std::int6
     float* maxima = weights + heads * kBlock16;
     float* normalizers = maxima + heads;
     float* corrections = normalizers + heads;
-    std::fill(accumulators, accumulators + heads * kDim, 0.0f);
-    std::fill(maxima, maxima + heads, -std::numeric_limits<float>::infinity());
-    std::fill(normalizers, normalizers + heads, 0.0f);
+    std::fill(accumulators + h_begin * kDim, accumulators + h_end * kDim, 0.0f);
+    std::fill(maxima + h_begin, maxima + h_end, -std::numeric_limits<float>::infinity());
+    std::fill(normalizers + h_begin, normalizers + h_end, 0.0f);
     const __m512 scale_v = _mm512_set1_ps(static_cast<float>(scale));
     const __m512 minus_inf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
 
@@ -268,7 +276,7 @@ OMNIRT_AVX512_BF16 void decode_row_bf16(const SequenceInput& sequence, std::int6
             first + kBlock16 < length
                 ? sequence.block_table[static_cast<std::size_t>(first / kBlock16 + 1)]
                 : -1;
-        for (std::int64_t g = 0; g < shape.kv_heads; ++g) {
+        for (std::int64_t g = kv_begin; g < kv_end; ++g) {
             const std::int64_t h0 = g * group;
             const c10::BFloat16* k = keys + block * block_stride + g * kDim;
             const c10::BFloat16* v = values + block * block_stride + g * kDim;
@@ -333,7 +341,7 @@ OMNIRT_AVX512_BF16 void decode_row_bf16(const SequenceInput& sequence, std::int6
             }
         }
     }
-    for (std::int64_t h = 0; h < heads; ++h) {
+    for (std::int64_t h = h_begin; h < h_end; ++h) {
         const float inverse = 1.0f / normalizers[h];
         const float* acc = accumulators + h * kDim;
         for (std::int64_t d = 0; d < kDim; ++d) {
@@ -352,7 +360,8 @@ bool decode_kernel_applies(const DecodeShape& shape) {
 #if OMNIRT_HAVE_DECODE_KERNEL
     static const bool avx512 = __builtin_cpu_supports("avx512f");
     return avx512 && shape.head_dim == kDim && shape.kv_heads > 0 &&
-           shape.heads % shape.kv_heads == 0;
+           shape.heads % shape.kv_heads == 0 && 0 <= shape.kv_begin &&
+           shape.kv_begin < shape.kv_end && shape.kv_end <= shape.kv_heads;
 #else
     (void)shape;
     return false;

@@ -22,13 +22,19 @@ struct DecodeShape {
     std::int64_t kv_heads;
     std::int64_t head_dim;
     std::int64_t block_size;
+    // The kv heads [kv_begin, kv_end) computed by a call, with their groups of query heads
+    // (heads are independent: a row split among threads gives the bits of a whole call).
+    std::int64_t kv_begin = 0;
+    std::int64_t kv_end = 0;
 };
 
-// True when this CPU has AVX-512F and head_dim is 128 (heads a multiple of kv heads).
+// True when this CPU has AVX-512F, head_dim is 128 (heads a multiple of kv heads) and the kv
+// head range is a non-empty part of [0, kv_heads).
 [[nodiscard]] bool decode_kernel_applies(const DecodeShape& shape);
 
 // Attention of the query row `query` ([heads, head_dim]) at `position` of `sequence` over the
-// positions [0, position] of its block table; writes `output` ([heads, head_dim]).
+// positions [0, position] of its block table, for the heads of the shape's kv head range;
+// writes those heads of `output` ([heads, head_dim]).
 void attend_decode(const SequenceInput& sequence, std::int64_t position, const DecodeShape& shape,
                    const float* query, const float* keys, const float* values, double scale,
                    float* output, std::vector<float>& scratch);

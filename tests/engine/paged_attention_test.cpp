@@ -3,6 +3,7 @@
 #include "engine/paged_attention.h"
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -125,55 +126,105 @@ TEST_P(PagedAttention, KernelAndReferenceMatchDenseAttention) {
     EXPECT_TRUE(at::allclose(kernel_half.to(at::kFloat), kernel, 1e-2, 1e-2));
 }
 
+constexpr std::int64_t kDecodeBlock = 16;
+constexpr std::int64_t kDecodeHeads = 16;
+constexpr std::int64_t kDecodeKvHeads = 8;
+constexpr std::int64_t kDecodeDim = 128;
+
+// Decode rows at `positions` over a bfloat16 cache of blocks of 16 whose slots past each
+// sequence hold NaN, with the same keys and values dense in float32.
+struct DecodeCase {
+    at::Tensor keys;
+    at::Tensor values;
+    at::Tensor query;
+    std::vector<SequenceInput> batch;
+    std::vector<at::Tensor> dense_keys;
+    std::vector<at::Tensor> dense_values;
+};
+
+DecodeCase make_decode_case(const std::vector<std::int64_t>& positions) {
+    DecodeCase c;
+    std::int64_t blocks = 0;
+    for (std::int64_t p : positions) blocks += p / kDecodeBlock + 1;
+    c.keys = at::full({blocks, kDecodeBlock, kDecodeKvHeads, kDecodeDim}, NAN,
+                      at::TensorOptions(at::kBFloat16));
+    c.values = at::full_like(c.keys, NAN);
+    std::int32_t next_block = 0;
+    for (std::int64_t position : positions) {
+        const std::int64_t length = position + 1;
+        // Keys scaled up so that the softmax is far from uniform.
+        const at::Tensor k =
+            (at::randn({length, kDecodeKvHeads, kDecodeDim}) * 3).to(at::kBFloat16);
+        const at::Tensor v = at::randn({length, kDecodeKvHeads, kDecodeDim}).to(at::kBFloat16);
+        std::vector<std::int32_t> table;
+        for (std::int64_t p = 0; p < length; ++p) {
+            if (p % kDecodeBlock == 0) table.push_back(next_block++);
+            c.keys[table.back()][p % kDecodeBlock].copy_(k[p]);
+            c.values[table.back()][p % kDecodeBlock].copy_(v[p]);
+        }
+        c.dense_keys.push_back(k.to(at::kFloat));
+        c.dense_values.push_back(v.to(at::kFloat));
+        c.batch.push_back(make_sequence(position, 1, std::move(table)));
+    }
+    c.query = at::randn({static_cast<std::int64_t>(positions.size()), kDecodeHeads, kDecodeDim})
+                  .to(at::kBFloat16);
+    return c;
+}
+
 // bfloat16 decode rows over many blocks (the AVX512-BF16 kernel's shape: blocks of 16, head_dim
 // 128, pairs of heads per kv head) against dense float32 attention over the same bfloat16 keys
 // and values. The cache's slots past each sequence hold NaN: the kernel computes scores for a
 // whole block and masks them, so nothing of those slots may reach the output.
 TEST(PagedAttentionDecode, BFloat16RowsOverManyBlocksIgnoreSlotsPastTheSequence) {
     at::manual_seed(5);
-    constexpr std::int64_t kBlock = 16;
-    constexpr std::int64_t kHeads = 16;
-    constexpr std::int64_t kKvHeads = 8;
-    constexpr std::int64_t kDim = 128;
     const std::vector<std::int64_t> positions = {0, 15, 16, 47, 100, 333};
-    std::int64_t blocks = 0;
-    for (std::int64_t p : positions) blocks += p / kBlock + 1;
-    const at::Tensor keys =
-        at::full({blocks, kBlock, kKvHeads, kDim}, NAN, at::TensorOptions(at::kBFloat16));
-    const at::Tensor values = at::full_like(keys, NAN);
-    std::vector<SequenceInput> batch;
-    std::vector<at::Tensor> dense_keys;
-    std::vector<at::Tensor> dense_values;
-    std::int32_t next_block = 0;
-    for (std::int64_t position : positions) {
-        const std::int64_t length = position + 1;
-        // Keys scaled up so that the softmax is far from uniform.
-        const at::Tensor k = (at::randn({length, kKvHeads, kDim}) * 3).to(at::kBFloat16);
-        const at::Tensor v = at::randn({length, kKvHeads, kDim}).to(at::kBFloat16);
-        std::vector<std::int32_t> table;
-        for (std::int64_t p = 0; p < length; ++p) {
-            if (p % kBlock == 0) table.push_back(next_block++);
-            keys[table.back()][p % kBlock].copy_(k[p]);
-            values[table.back()][p % kBlock].copy_(v[p]);
-        }
-        dense_keys.push_back(k.to(at::kFloat));
-        dense_values.push_back(v.to(at::kFloat));
-        batch.push_back(make_sequence(position, 1, std::move(table)));
-    }
-    const at::Tensor query =
-        at::randn({static_cast<std::int64_t>(positions.size()), kHeads, kDim}).to(at::kBFloat16);
-    const double scale = 1.0 / std::sqrt(static_cast<double>(kDim));
-    const at::Tensor kernel = paged_attention_cpu(query, keys, values, batch, scale);
+    const DecodeCase c = make_decode_case(positions);
+    const double scale = 1.0 / std::sqrt(static_cast<double>(kDecodeDim));
+    const at::Tensor kernel = paged_attention_cpu(c.query, c.keys, c.values, c.batch, scale);
     ASSERT_EQ(kernel.scalar_type(), at::kBFloat16);
     EXPECT_TRUE(at::isfinite(kernel).all().item<bool>());
     for (std::size_t i = 0; i < positions.size(); ++i) {
         const auto row = static_cast<std::int64_t>(i);
         const at::Tensor expected =
-            dense_attention(query.narrow(0, row, 1).to(at::kFloat), dense_keys[i], dense_values[i],
-                            positions[i], scale);
+            dense_attention(c.query.narrow(0, row, 1).to(at::kFloat), c.dense_keys[i],
+                            c.dense_values[i], positions[i], scale);
         // The output's own bfloat16 rounding (2^-9 relative) plus float32 sums.
         EXPECT_TRUE(at::allclose(kernel.narrow(0, row, 1).to(at::kFloat), expected, 1e-2, 1e-2))
             << positions[i];
+    }
+}
+
+// A decode batch smaller than the thread count splits each row's kv heads among the threads;
+// every split gives the bits of the row computed whole inside a batch (float32 and bfloat16).
+TEST(PagedAttentionDecode, RowsSplitAcrossThreadsGiveTheBitsOfAWholeRow) {
+    at::manual_seed(6);
+    const std::vector<std::int64_t> positions = {5, 40, 77, 150, 16, 31, 200, 3, 64};
+    const DecodeCase c = make_decode_case(positions);
+    const double scale = 1.0 / std::sqrt(static_cast<double>(kDecodeDim));
+    struct RestoreThreads {
+        int count = at::get_num_threads();
+        ~RestoreThreads() { at::set_num_threads(count); }
+    } restore;
+    for (at::ScalarType type : {at::kBFloat16, at::kFloat}) {
+        const at::Tensor query = c.query.to(type);
+        const at::Tensor keys = c.keys.to(type);
+        const at::Tensor values = c.values.to(type);
+        at::set_num_threads(1);
+        const at::Tensor whole = paged_attention_cpu(query, keys, values, c.batch, scale);
+        for (int threads : {2, 3, 8, 16}) {
+            at::set_num_threads(threads);
+            for (std::size_t i = 0; i < positions.size(); ++i) {
+                const auto row = static_cast<std::int64_t>(i);
+                const at::Tensor alone = paged_attention_cpu(query.narrow(0, row, 1), keys, values,
+                                                             {&c.batch[i], 1}, scale);
+                EXPECT_TRUE(alone[0].equal(whole[row]))
+                    << c10::toString(type) << " threads " << threads << " row " << i;
+            }
+            // Two rows, three or more threads: parts of both.
+            const at::Tensor pair =
+                paged_attention_cpu(query.narrow(0, 1, 2), keys, values, {&c.batch[1], 2}, scale);
+            EXPECT_TRUE(pair.equal(whole.narrow(0, 1, 2))) << c10::toString(type) << " " << threads;
+        }
     }
 }
 
