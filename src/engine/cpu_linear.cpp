@@ -215,6 +215,26 @@ OMNIRT_TARGET_BF16 void bfloat16_row_stream(const std::uint16_t* x, const std::u
     }
 }
 
+// to[i] = bfloat16(from[i]) for i < count, rounded as c10::BFloat16 rounds (to nearest even,
+// NaN to 0x7FC0), so results equal an at::Tensor::to(kBFloat16) of the float32 sums.
+OMNIRT_TARGET_BF16 void to_bfloat16(const float* from, std::uint16_t* to, std::int64_t count) {
+    const __m512i one = _mm512_set1_epi32(1);
+    const __m512i half = _mm512_set1_epi32(0x7FFF);
+    const __m512i nan = _mm512_set1_epi32(0x7FC0);
+    for (std::int64_t i = 0; i < count; i += 16) {
+        const auto mask = static_cast<__mmask16>(
+            count - i >= 16 ? 0xFFFF : (1u << static_cast<unsigned>(count - i)) - 1);
+        const __m512 value = _mm512_maskz_loadu_ps(mask, from + i);
+        const __m512i bits = _mm512_castps_si512(value);
+        const __m512i bias =
+            _mm512_add_epi32(_mm512_and_si512(_mm512_srli_epi32(bits, 16), one), half);
+        __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(bits, bias), 16);
+        rounded =
+            _mm512_mask_mov_epi32(rounded, _mm512_cmp_ps_mask(value, value, _CMP_UNORD_Q), nan);
+        _mm512_mask_cvtepi32_storeu_epi16(to + i, mask, rounded);
+    }
+}
+
 #endif  // OMNIRT_HAVE_X86_KERNELS
 
 }  // namespace
@@ -257,20 +277,38 @@ at::Tensor small_batch_linear(const at::Tensor& x, const at::Tensor& weight,
     if (type == at::kBFloat16) {
         const auto* x_data = reinterpret_cast<const std::uint16_t*>(input.data_ptr());
         const auto* w_data = reinterpret_cast<const std::uint16_t*>(weight.data_ptr());
+        // Without a bias each task rounds its own outputs to bfloat16 (no separate pass).
+        at::Tensor rounded;
+        std::uint16_t* rounded_data = nullptr;
+        if (!bias.defined()) {
+            rounded = at::empty({rows, out}, input.options());
+            rounded_data = reinterpret_cast<std::uint16_t*>(rounded.data_ptr());
+        }
+        const auto round_columns = [&](std::int64_t n_begin, std::int64_t n_end) {
+            if (rounded_data == nullptr) return;
+            for (std::int64_t m = 0; m < rows; ++m) {
+                to_bfloat16(y_data + m * out + n_begin, rounded_data + m * out + n_begin,
+                            n_end - n_begin);
+            }
+        };
         if (rows == 1) {
             // Ranges of whole row groups, at least 64 weight rows per task.
             at::parallel_for(0, (out + kRowGroup - 1) / kRowGroup, 64 / kRowGroup,
                              [&](std::int64_t begin, std::int64_t end) {
-                                 bfloat16_row_stream(x_data, w_data, in, begin * kRowGroup,
-                                                     std::min(out, end * kRowGroup), y_data);
+                                 const std::int64_t n_end = std::min(out, end * kRowGroup);
+                                 bfloat16_row_stream(x_data, w_data, in, begin * kRowGroup, n_end,
+                                                     y_data);
+                                 round_columns(begin * kRowGroup, n_end);
                              });
         } else {
             at::parallel_for(0, groups, kGrainGroups, [&](std::int64_t begin, std::int64_t end) {
-                rows_range<std::uint16_t, BFloat16Tile>(
-                    x_data, input.stride(0), rows, w_data, in, begin * kTileCols,
-                    std::min(out, end * kTileCols), y_data, out);
+                const std::int64_t n_end = std::min(out, end * kTileCols);
+                rows_range<std::uint16_t, BFloat16Tile>(x_data, input.stride(0), rows, w_data, in,
+                                                        begin * kTileCols, n_end, y_data, out);
+                round_columns(begin * kTileCols, n_end);
             });
         }
+        if (rounded.defined()) return rounded;
     } else {
         const float* x_data = input.data_ptr<float>();
         const float* w_data = weight.data_ptr<float>();

@@ -80,6 +80,31 @@ TEST_P(SmallBatchLinear, ReadsStridedRows) {
     EXPECT_TRUE(y.equal(small_batch_linear(x.contiguous(), weight)));
 }
 
+// Without a bias, bfloat16 outputs are rounded inside the kernel's tasks; with one, the float32
+// sums plus the bias go through at::Tensor::to. A zero bias adds nothing, so both must agree
+// value for value: the kernel rounds as ATen does (to nearest even, ties and NaN included).
+TEST_P(SmallBatchLinear, RoundsToBFloat16AsATenDoes) {
+    if (GetParam() != at::kBFloat16) GTEST_SKIP() << "float32 outputs are not rounded";
+    at::manual_seed(7);
+    const at::Tensor weight = (at::randn({70, 1027}) * 0.1).to(at::kBFloat16);
+    const at::Tensor zero = at::zeros({70}, at::kBFloat16);
+    for (std::int64_t rows : {1, 3, 32}) {
+        // Magnitudes over many binades, so that every rounding case occurs.
+        const at::Tensor x =
+            (at::randn({rows, 1027}) * at::exp(at::randn({rows, 1}) * 8)).to(at::kBFloat16);
+        const at::Tensor kernel = small_batch_linear(x, weight);
+        const at::Tensor through_aten = small_batch_linear(x, weight, zero);
+        ASSERT_TRUE(kernel.defined());
+        EXPECT_EQ(kernel.scalar_type(), at::kBFloat16);
+        EXPECT_TRUE(kernel.equal(through_aten)) << rows;
+    }
+    // NaN in, NaN out (the canonical quiet NaN of c10::BFloat16).
+    at::Tensor x = at::randn({1, 1027}).to(at::kBFloat16);
+    x[0][5] = NAN;
+    const at::Tensor y = small_batch_linear(x, weight);
+    EXPECT_TRUE(at::isnan(y).all().item<bool>());
+}
+
 TEST_P(SmallBatchLinear, DeclinesWhatItDoesNotHandle) {
     const at::ScalarType type = GetParam();
     const at::Tensor weight = at::randn({8, 16}).to(type);
