@@ -103,6 +103,62 @@ TEST_P(Qwen3TensorParallelPipeline, TwoRanksAnswerLikeOne) {
     }
 }
 
+// The shipped chat pipelines, configs/qwen3_chat.yaml and configs/qwen3_chat_tp2.yaml (text
+// stages around the thinker, tokens streamed to decode), answer alike over the generated
+// checkpoint: same streamed text and same result.
+TEST_P(Qwen3TensorParallelPipeline, ShippedChatConfigsAnswerAlike) {
+    const auto shipped = [&](const std::string& name) {
+        std::ifstream in(testing::source_path("configs/" + name));
+        std::stringstream text;
+        text << in.rdbuf();
+        std::string yaml = text.str();
+        // The plugin of this build and the test's checkpoint.
+        const std::string plugin = "../build/lib/";
+        const auto at = yaml.find(plugin);
+        EXPECT_NE(at, std::string::npos) << name;
+        if (at != std::string::npos) {
+            yaml.replace(at, plugin.size(), std::string(OMNIRT_BINARY_DIR) + "/lib/");
+        }
+        const std::string model = "model_path: /tmp/qwen3-tiny";
+        const auto model_at = yaml.find(model);
+        EXPECT_NE(model_at, std::string::npos) << name;
+        if (model_at != std::string::npos) {
+            yaml.replace(model_at, model.size(), "model_path: " + (dir_ / "model").string());
+        }
+        const fs::path path = dir_ / name;
+        std::ofstream(path) << yaml;
+        return path.string();
+    };
+    const auto answer = [](const std::string& config) {
+        const testing::CommandResult result = testing::run_command(
+            {testing::omnirt_binary(), "run", "--config", config, "--stream", "--input",
+             R"({"messages": [{"role": "user", "content": "Two ranks, one answer?"}]})", "--params",
+             R"({"max_tokens": 16, "sampling": {"temperature": 0}})"});
+        EXPECT_EQ(result.exit_code, 0) << result.err;
+        std::string streamed;
+        nlohmann::json data;
+        std::istringstream lines(result.out);
+        for (std::string line; std::getline(lines, line);) {
+            if (line.empty()) continue;
+            const nlohmann::json json = nlohmann::json::parse(line);
+            if (json.contains("chunk")) {
+                streamed += json["chunk"].value("text", "");
+            } else {
+                data = json["data"];
+            }
+        }
+        return std::make_pair(streamed, data);
+    };
+    const auto [single_text, single] = answer(shipped("qwen3_chat.yaml"));
+    ASSERT_TRUE(single.contains("text")) << single.dump();
+    EXPECT_FALSE(single_text.empty());
+    EXPECT_EQ(single["usage"]["completion_tokens"], 16);
+    EXPECT_EQ(single_text, single["text"].get<std::string>());
+    const auto [parallel_text, parallel] = answer(shipped("qwen3_chat_tp2.yaml"));
+    EXPECT_EQ(parallel_text, single_text);
+    EXPECT_EQ(parallel, single);
+}
+
 INSTANTIATE_TEST_SUITE_P(DenseAndMoe, Qwen3TensorParallelPipeline, ::testing::Values(false, true),
                          [](const auto& info) { return info.param ? "Moe" : "Dense"; });
 
