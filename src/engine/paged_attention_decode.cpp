@@ -193,22 +193,52 @@ OMNIRT_AVX512_BF16 [[gnu::always_inline]] inline __m512 exp_nonpositive(__m512 x
     return _mm512_scalef_ps(p, n);
 }
 
-// Value rows widened two lanes at a time: of a 32-bit lane holding bfloat16 elements 2i and
-// 2i + 1, a shift gives element 2i and a mask element 2i + 1 exactly. So the accumulators hold
-// the 128 dims permuted: vector 2c + e, lane i is dim 32c + 2i + e.
-OMNIRT_AVX512_BF16 [[gnu::always_inline]] inline void widen32(const c10::BFloat16* p, __m512& even,
-                                                              __m512& odd) {
-    const __m512i bits = _mm512_loadu_si512(p);
-    even = _mm512_castsi512_ps(_mm512_slli_epi32(bits, 16));
-    odd = _mm512_castsi512_ps(_mm512_and_si512(bits, _mm512_set1_epi32(-65536)));
+// Weighted values on vdpbf16ps: the weights of slots 2s and 2s + 1 are rounded to bfloat16 (as
+// the reference rounds its softmax probabilities to the activation dtype before multiplying by
+// the values) and paired with the two value rows interleaved element by element, so that one
+// instruction adds p[2s] v[2s][d] + p[2s + 1] v[2s + 1][d] for 16 dims. Interleaving works in
+// 128-bit lanes, so the accumulators hold the 128 dims permuted: vector 2c + e, lane 4l + i is
+// dim 32c + 8l + 4e + i (see value_index). A slot past `count` is never read (its row may hold
+// anything); an odd last slot is paired with zeros.
+inline std::int64_t value_index(std::int64_t d) {
+    const std::int64_t c = d >> 5;
+    const std::int64_t r = d & 31;
+    return 16 * (2 * c + ((r >> 2) & 1)) + 4 * (r >> 3) + (r & 3);
 }
 
+// One pair of slots for accumulate_values_bf16 (`second` null: the pair's second row is zeros).
 template <int NJ>
-OMNIRT_AVX512_BF16 [[gnu::always_inline]] inline void accumulate_values_paired(
+OMNIRT_AVX512_BF16 [[gnu::always_inline]] inline void values_pair_step(
+    __m512 (&acc)[NJ][kVectors], const std::uint32_t (&pairs)[NJ][8], const c10::BFloat16* first,
+    const c10::BFloat16* second, std::int64_t pair) {
+    __m512i v[kVectors];
+#pragma GCC unroll 4
+    for (int c = 0; c < kVectors / 2; ++c) {
+        const __m512i a = _mm512_loadu_si512(first + 32 * c);
+        const __m512i b =
+            second != nullptr ? _mm512_loadu_si512(second + 32 * c) : _mm512_setzero_si512();
+        v[2 * c] = _mm512_unpacklo_epi16(a, b);
+        v[2 * c + 1] = _mm512_unpackhi_epi16(a, b);
+    }
+#pragma GCC unroll 2
+    for (int j = 0; j < NJ; ++j) {
+        const __m512bh p = (__m512bh)_mm512_set1_epi32(static_cast<int>(pairs[j][pair]));
+#pragma GCC unroll 8
+        for (int c = 0; c < kVectors; ++c) {
+            acc[j][c] = _mm512_dpbf16_ps(acc[j][c], (__m512bh)v[c], p);
+        }
+    }
+}
+
+// accumulators of heads [0, NJ) += weights[j][slot] * values[slot] over `count` slots, after
+// scaling them by their corrections.
+template <int NJ>
+OMNIRT_AVX512_BF16 [[gnu::always_inline]] inline void accumulate_values_bf16(
     float* const (&accumulators)[NJ], const float* const (&weights)[NJ],
     const float (&corrections)[NJ], const c10::BFloat16* values, std::int64_t slot_width,
     std::int64_t count) {
     __m512 acc[NJ][kVectors];
+    alignas(32) std::uint32_t pairs[NJ][8];
 #pragma GCC unroll 2
     for (int j = 0; j < NJ; ++j) {
         const __m512 correction = _mm512_set1_ps(corrections[j]);
@@ -216,19 +246,15 @@ OMNIRT_AVX512_BF16 [[gnu::always_inline]] inline void accumulate_values_paired(
         for (int c = 0; c < kVectors; ++c) {
             acc[j][c] = _mm512_mul_ps(_mm512_loadu_ps(accumulators[j] + 16 * c), correction);
         }
+        _mm256_store_si256(reinterpret_cast<__m256i*>(pairs[j]),
+                           (__m256i)_mm512_cvtneps_pbh(_mm512_loadu_ps(weights[j])));
     }
-    for (std::int64_t slot = 0; slot < count; ++slot) {
+    std::int64_t slot = 0;
+    for (; slot + 2 <= count; slot += 2) {
         const c10::BFloat16* row = values + slot * slot_width;
-        __m512 v[kVectors];
-#pragma GCC unroll 4
-        for (int c = 0; c < kVectors / 2; ++c) widen32(row + 32 * c, v[2 * c], v[2 * c + 1]);
-#pragma GCC unroll 2
-        for (int j = 0; j < NJ; ++j) {
-            const __m512 p = _mm512_set1_ps(weights[j][slot]);
-#pragma GCC unroll 8
-            for (int c = 0; c < kVectors; ++c) acc[j][c] = _mm512_fmadd_ps(p, v[c], acc[j][c]);
-        }
+        values_pair_step(acc, pairs, row, row + slot_width, slot / 2);
     }
+    if (slot < count) values_pair_step(acc, pairs, values + slot * slot_width, nullptr, slot / 2);
 #pragma GCC unroll 2
     for (int j = 0; j < NJ; ++j) {
 #pragma GCC unroll 8
@@ -251,7 +277,7 @@ OMNIRT_AVX512_BF16 void decode_row_bf16(const SequenceInput& sequence, std::int6
     const std::int64_t kv_end = shape.kv_end;
     const std::int64_t h_begin = kv_begin * group;
     const std::int64_t h_end = kv_end * group;
-    // Scratch: accumulators [heads * 128] (dims permuted, see widen32), weights [heads * 16],
+    // Scratch: accumulators [heads * 128] (dims permuted, see value_index), weights [heads * 16],
     // maxima, normalizers and corrections [heads].
     scratch.resize(static_cast<std::size_t>(heads * kDim + heads * kBlock16 + 3 * heads));
     float* accumulators = scratch.data();
@@ -331,13 +357,13 @@ OMNIRT_AVX512_BF16 void decode_row_bf16(const SequenceInput& sequence, std::int6
                 float* const acc[2] = {accumulators + h * kDim, accumulators + (h + 1) * kDim};
                 const float* const w[2] = {weights + h * kBlock16, weights + (h + 1) * kBlock16};
                 const float c[2] = {corrections[h], corrections[h + 1]};
-                accumulate_values_paired<2>(acc, w, c, v, slot_width, count);
+                accumulate_values_bf16<2>(acc, w, c, v, slot_width, count);
             }
             if (h < h0 + group) {
                 float* const acc[1] = {accumulators + h * kDim};
                 const float* const w[1] = {weights + h * kBlock16};
                 const float c[1] = {corrections[h]};
-                accumulate_values_paired<1>(acc, w, c, v, slot_width, count);
+                accumulate_values_bf16<1>(acc, w, c, v, slot_width, count);
             }
         }
     }
@@ -345,9 +371,7 @@ OMNIRT_AVX512_BF16 void decode_row_bf16(const SequenceInput& sequence, std::int6
         const float inverse = 1.0f / normalizers[h];
         const float* acc = accumulators + h * kDim;
         for (std::int64_t d = 0; d < kDim; ++d) {
-            // Dim 32c + 2i + e lives at vector 2c + e, lane i.
-            const std::int64_t index = 16 * (2 * (d >> 5) + (d & 1)) + ((d & 31) >> 1);
-            output[h * kDim + d] = static_cast<c10::BFloat16>(acc[index] * inverse);
+            output[h * kDim + d] = static_cast<c10::BFloat16>(acc[value_index(d)] * inverse);
         }
     }
 }
