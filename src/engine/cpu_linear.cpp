@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstdint>
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
@@ -31,6 +32,8 @@ constexpr int kTileRows = 4;
 constexpr int kTileCols = 4;
 // Weight rows of one input row whose 16 sums are reduced together (bfloat16_row_stream).
 constexpr int kRowGroup = 16;
+// Row groups per chunk of work of the one-row path (256 rows: 512 KB of a 1024-wide weight).
+constexpr std::int64_t kChunkGroups = 16;
 
 #if OMNIRT_HAVE_X86_KERNELS
 
@@ -292,13 +295,23 @@ at::Tensor small_batch_linear(const at::Tensor& x, const at::Tensor& weight,
             }
         };
         if (rows == 1) {
-            // Ranges of whole row groups, at least 64 weight rows per task.
-            at::parallel_for(0, (out + kRowGroup - 1) / kRowGroup, 64 / kRowGroup,
-                             [&](std::int64_t begin, std::int64_t end) {
-                                 const std::int64_t n_end = std::min(out, end * kRowGroup);
-                                 bfloat16_row_stream(x_data, w_data, in, begin * kRowGroup, n_end,
-                                                     y_data);
-                                 round_columns(begin * kRowGroup, n_end);
+            // Chunks of whole row groups taken in turn by the threads as they arrive: a thread
+            // that wakes late for this region takes fewer, instead of the others waiting for
+            // its fixed share.
+            const std::int64_t row_groups = (out + kRowGroup - 1) / kRowGroup;
+            const std::int64_t chunks = (row_groups + kChunkGroups - 1) / kChunkGroups;
+            std::atomic<std::int64_t> next_chunk{0};
+            at::parallel_for(0, std::min<std::int64_t>(chunks, at::get_num_threads()), 1,
+                             [&](std::int64_t, std::int64_t) {
+                                 for (std::int64_t chunk = next_chunk.fetch_add(1); chunk < chunks;
+                                      chunk = next_chunk.fetch_add(1)) {
+                                     const std::int64_t n_begin = chunk * kChunkGroups * kRowGroup;
+                                     const std::int64_t n_end =
+                                         std::min(out, n_begin + kChunkGroups * kRowGroup);
+                                     bfloat16_row_stream(x_data, w_data, in, n_begin, n_end,
+                                                         y_data);
+                                     round_columns(n_begin, n_end);
+                                 }
                              });
         } else {
             at::parallel_for(0, groups, kGrainGroups, [&](std::int64_t begin, std::int64_t end) {
