@@ -4,6 +4,7 @@
 #include "engine/cpu_linear.h"
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 
 namespace omnirt::engine::cpu {
@@ -64,6 +65,29 @@ TEST_P(SmallBatchLinear, OneRowAloneMatchesItsRowInABatch) {
     for (std::int64_t row : {0, 5, 31}) {
         const at::Tensor alone = small_batch_linear(x.narrow(0, row, 1), weight);
         EXPECT_TRUE(alone[0].equal(batch[row])) << row;
+    }
+}
+
+// One row of a weight of several work chunks (256 rows each, taken by the threads as they
+// arrive, the last one partial): every chunking gives the bits of the row inside a batch.
+TEST_P(SmallBatchLinear, OneRowOverManyChunksMatchesItsRowInABatch) {
+    const at::ScalarType type = GetParam();
+    at::manual_seed(8);
+    const at::Tensor weight = (at::randn({1000, 300}) * 0.1).to(type);
+    const at::Tensor x = at::randn({5, 300}).to(type);
+    const at::Tensor batch = small_batch_linear(x, weight);
+    ASSERT_TRUE(batch.defined());
+    EXPECT_TRUE(at::allclose(batch.to(at::kDouble), reference(x, weight, {}), 1e-2, 1e-2));
+    struct RestoreThreads {
+        int count = at::get_num_threads();
+        ~RestoreThreads() { at::set_num_threads(count); }
+    } restore;
+    for (int threads : {1, 2, 3}) {
+        at::set_num_threads(threads);
+        for (std::int64_t row = 0; row < 5; ++row) {
+            const at::Tensor alone = small_batch_linear(x.narrow(0, row, 1), weight);
+            EXPECT_TRUE(alone[0].equal(batch[row])) << "threads " << threads << " row " << row;
+        }
     }
 }
 
