@@ -27,10 +27,13 @@ at::Tensor formula_rotary(const at::Tensor& x, const RotaryTables& tables) {
 TEST(Qwen3Layers, RmsNormMatchesTheFormula) {
     at::manual_seed(1);
     for (at::ScalarType type : {at::kFloat, at::kBFloat16}) {
-        const at::Tensor weight = (1.0 + 0.1 * at::randn({48})).to(type);
-        const at::Tensor x = (3.0 * at::randn({5, 48})).to(type);
         const double tolerance = type == at::kFloat ? 1e-6 : 1e-2;
-        expect_close(rms_norm(x, weight, 1e-6), formula_rms_norm(x, weight, 1e-6), tolerance);
+        // Widths of whole vectors, with a tail, and Qwen3-0.6B's hidden size.
+        for (std::int64_t width : {48, 53, 1024}) {
+            const at::Tensor weight = (1.0 + 0.1 * at::randn({width})).to(type);
+            const at::Tensor x = (3.0 * at::randn({5, width})).to(type);
+            expect_close(rms_norm(x, weight, 1e-6), formula_rms_norm(x, weight, 1e-6), tolerance);
+        }
         // Rows of a fused projection: a strided [tokens, heads, dim] view.
         const at::Tensor fused = (2.0 * at::randn({5, 7 * 16})).to(type);
         const at::Tensor heads = fused.narrow(1, 32, 3 * 16).view({5, 3, 16});
@@ -63,6 +66,19 @@ TEST(Qwen3Layers, RotaryMatchesTheFormula) {
         at::Tensor rotated = x.clone();
         apply_rotary(rotated, *tables);
         expect_close(rotated, formula_rotary(x, *tables), type == at::kFloat ? 1e-6 : 1e-2);
+    }
+    // Head sizes with a tail of the vector loop (20) and Qwen3's (128).
+    for (std::int64_t dim : {20, 128}) {
+        DefaultRotaryEmbedding wide(dim, 1e6, 4096);
+        auto wide_tables = wide.tables(batch, 6);
+        ASSERT_TRUE(wide_tables.has_value());
+        for (at::ScalarType type : {at::kFloat, at::kBFloat16}) {
+            const at::Tensor x = at::randn({6, 3, dim}).to(type);
+            at::Tensor rotated = x.clone();
+            apply_rotary(rotated, *wide_tables);
+            expect_close(rotated, formula_rotary(x, *wide_tables),
+                         type == at::kFloat ? 1e-6 : 1e-2);
+        }
     }
     const std::vector<engine::SequenceInput> beyond = {
         testing::sequence_input("x", {1}, 4096, {0})};

@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include "engine/cpu_linear.h"
@@ -50,6 +51,68 @@ inline float round_through(float value) {
     return static_cast<float>(static_cast<T>(value));
 }
 
+// One bfloat16 row of rms_norm_kernel on Float8 vectors: 16 partial sums of squares (lanes
+// 0-7 and 8-15), added in lane order after the tail, then the normalized values rounded through
+// bfloat16 and scaled, as the generic loop does.
+OMNIRT_KERNEL_CLONES void rms_norm_row_bf16(const c10::BFloat16* in, const c10::BFloat16* weight,
+                                            std::int64_t width, float epsilon,
+                                            c10::BFloat16* result) {
+    using engine::cpu::Float8;
+    using engine::cpu::load8;
+    Float8 low = {};
+    Float8 high = {};
+    std::int64_t i = 0;
+    for (; i + 16 <= width; i += 16) {
+        const Float8 a = load8(in + i);
+        const Float8 b = load8(in + i + 8);
+        low += a * a;
+        high += b * b;
+    }
+    float sum = 0.0f;
+    for (; i < width; ++i) sum += static_cast<float>(in[i]) * static_cast<float>(in[i]);
+    for (int lane = 0; lane < 8; ++lane) sum += low[lane];
+    for (int lane = 0; lane < 8; ++lane) sum += high[lane];
+    const float inverse_rms = 1.0f / std::sqrt(sum / static_cast<float>(width) + epsilon);
+    const Float8 scale = Float8{} + inverse_rms;
+    std::int64_t j = 0;
+    for (; j + 8 <= width; j += 8) {
+        engine::cpu::store8(result + j, engine::cpu::round_through_bfloat16(load8(in + j) * scale) *
+                                            load8(weight + j));
+    }
+    for (; j < width; ++j) {
+        const float normalized =
+            round_through<c10::BFloat16>(static_cast<float>(in[j]) * inverse_rms);
+        result[j] = static_cast<c10::BFloat16>(normalized * static_cast<float>(weight[j]));
+    }
+}
+
+// Rotate-half RoPE of one bfloat16 head (dim = 2 * half) with its token's tables c and s
+// (already rounded through bfloat16), eight dims at a time, rounding as the generic loop does.
+OMNIRT_KERNEL_CLONES void rotary_head_bf16(c10::BFloat16* v, const float* c, const float* s,
+                                           std::int64_t half) {
+    using engine::cpu::Float8;
+    using engine::cpu::load8;
+    using engine::cpu::round_through_bfloat16;
+    std::int64_t i = 0;
+    for (; i + 8 <= half; i += 8) {
+        const Float8 first = load8(v + i);
+        const Float8 second = load8(v + i + half);
+        engine::cpu::store8(v + i, round_through_bfloat16(first * load8(c + i)) +
+                                       round_through_bfloat16(-second * load8(s + i)));
+        engine::cpu::store8(v + i + half, round_through_bfloat16(second * load8(c + i + half)) +
+                                              round_through_bfloat16(first * load8(s + i + half)));
+    }
+    for (; i < half; ++i) {
+        const float first = static_cast<float>(v[i]);
+        const float second = static_cast<float>(v[i + half]);
+        v[i] = static_cast<c10::BFloat16>(round_through<c10::BFloat16>(first * c[i]) +
+                                          round_through<c10::BFloat16>(-second * s[i]));
+        v[i + half] =
+            static_cast<c10::BFloat16>(round_through<c10::BFloat16>(second * c[i + half]) +
+                                       round_through<c10::BFloat16>(first * s[i + half]));
+    }
+}
+
 template <class T>
 void rms_norm_kernel(const at::Tensor& x, const at::Tensor& weight, double eps, at::Tensor& out) {
     const std::int64_t width = x.size(-1);
@@ -66,6 +129,10 @@ void rms_norm_kernel(const at::Tensor& x, const at::Tensor& weight, double eps, 
         for (std::int64_t row = begin; row < end; ++row) {
             const T* in = x_data + (row / inner) * outer_stride + (row % inner) * inner_stride;
             T* result = out_data + row * width;
+            if constexpr (std::is_same_v<T, c10::BFloat16>) {
+                rms_norm_row_bf16(in, w, width, epsilon, result);
+                continue;
+            }
             constexpr int kLanes = 16;
             float partial[kLanes] = {};
             std::int64_t i = 0;
@@ -107,6 +174,10 @@ void rotary_kernel(at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) 
             }
             for (std::int64_t head = 0; head < heads; ++head) {
                 T* v = data + (token * heads + head) * dim;
+                if constexpr (std::is_same_v<T, c10::BFloat16>) {
+                    rotary_head_bf16(v, c.data(), s.data(), half);
+                    continue;
+                }
                 for (std::int64_t i = 0; i < half; ++i) {
                     const float first = static_cast<float>(v[i]);
                     const float second = static_cast<float>(v[i + half]);
