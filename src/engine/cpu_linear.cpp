@@ -218,8 +218,9 @@ OMNIRT_TARGET_BF16 void bfloat16_row_stream(const std::uint16_t* x, const std::u
     }
 }
 
-// to[i] = bfloat16(from[i]) for i < count, rounded as c10::BFloat16 rounds (to nearest even,
-// NaN to 0x7FC0), so results equal an at::Tensor::to(kBFloat16) of the float32 sums.
+// to[i] = bfloat16(from[i]) for i < count, rounded as the scalar c10::BFloat16 conversion rounds
+// (to nearest even, NaN to 0x7FC0): the values of an at::Tensor::to(kBFloat16) of the float32
+// sums (ATen's vectorized conversion may spell NaN differently).
 OMNIRT_TARGET_BF16 void to_bfloat16(const float* from, std::uint16_t* to, std::int64_t count) {
     const __m512i one = _mm512_set1_epi32(1);
     const __m512i half = _mm512_set1_epi32(0x7FFF);

@@ -6,7 +6,9 @@
 // per row). Register tiles of 4 weight rows x up to 4 input rows; one bfloat16 input row streams
 // the weight rows one after another instead (sequential reads, at the memory bandwidth), with
 // the same bits per row as in a batch. The threads of the ATen intra-op pool take contiguous
-// ranges of weight rows.
+// ranges of weight rows (one row: chunks of 256 rows, handed out as the threads arrive).
+// bfloat16 outputs are rounded as the scalar c10::BFloat16 conversion rounds (to nearest even,
+// NaN to 0x7FC0).
 //
 //   bfloat16  AVX512-BF16 (vdpbf16ps: products of bfloat16 pairs summed in float32)
 //   float32   AVX-512F FMA

@@ -316,12 +316,12 @@ void attention_cpu_kernel(const at::Tensor& query, const at::Tensor& keys, const
     const bool decode_kernel =
         !std::is_same_v<T, c10::Half> && detail::decode_kernel_applies(decode_shape);
     // Fewer tiles than threads (a small decode batch): each decode row's kv heads are split into
-    // parts, one task each, so every thread has work; other tiles run whole in their part 0.
+    // parts, at most one task per thread, so every thread has work; other tiles run whole in
+    // their part 0.
     const auto tile_count = static_cast<std::int64_t>(tiles.size());
-    const std::int64_t parts =
-        decode_kernel && tile_count > 0 && tile_count < at::get_num_threads()
-            ? std::min(shape.kv_heads, (at::get_num_threads() + tile_count - 1) / tile_count)
-            : 1;
+    const std::int64_t parts = decode_kernel && tile_count > 0 && tile_count < at::get_num_threads()
+                                   ? std::min(shape.kv_heads, at::get_num_threads() / tile_count)
+                                   : 1;
     const std::int64_t row_width = shape.heads * shape.head_dim;
     at::parallel_for(0, tile_count * parts, 1, [&](std::int64_t begin, std::int64_t end) {
         std::vector<float> scratch;
@@ -330,10 +330,10 @@ void attention_cpu_kernel(const at::Tensor& query, const at::Tensor& keys, const
             const std::int64_t part = i % parts;
             if constexpr (!std::is_same_v<T, c10::Half>) {
                 if (decode_kernel && tile.count == 1) {
-                    detail::DecodeShape heads = decode_shape;
-                    heads.kv_begin = shape.kv_heads * part / parts;
-                    heads.kv_end = shape.kv_heads * (part + 1) / parts;
-                    detail::attend_decode(*tile.sequence, tile.first_position, heads,
+                    detail::DecodeShape part_shape = decode_shape;
+                    part_shape.kv_begin = shape.kv_heads * part / parts;
+                    part_shape.kv_end = shape.kv_heads * (part + 1) / parts;
+                    detail::attend_decode(*tile.sequence, tile.first_position, part_shape,
                                           query_data + tile.first_row * row_width, key_data,
                                           value_data, scale,
                                           output_data + tile.first_row * row_width, scratch);

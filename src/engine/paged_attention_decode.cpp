@@ -172,7 +172,8 @@ OMNIRT_AVX512 void decode_row(const SequenceInput& sequence, std::int64_t positi
 // the general kernel above spends a widening, eight FMAs, a full horizontal sum and a scalar
 // exp; here the scores take four vdpbf16ps on the bfloat16 query and key bits (the products
 // are exact in float32, the sums float32; the scale is applied to the sums), a block's 16 sums
-// are reduced together, the exp is vectorized, and value rows are widened two lanes at a time.
+// are reduced together, the exp is vectorized, and the weighted values take vdpbf16ps too, on
+// weights rounded to bfloat16 (see accumulate_values_bf16).
 
 // exp(x) for x <= 0 (lanes of -inf give 0): 2^n * p(r), x = n ln2 + r, |r| <= ln2 / 2, p the
 // degree-7 Taylor polynomial (truncation below 1e-8 relative; about 1-2 ulp after rounding).
@@ -193,13 +194,16 @@ OMNIRT_AVX512_BF16 [[gnu::always_inline]] inline __m512 exp_nonpositive(__m512 x
     return _mm512_scalef_ps(p, n);
 }
 
-// Weighted values on vdpbf16ps: the weights of slots 2s and 2s + 1 are rounded to bfloat16 (as
-// the reference rounds its softmax probabilities to the activation dtype before multiplying by
-// the values) and paired with the two value rows interleaved element by element, so that one
+// Weighted values on vdpbf16ps: the weights of slots 2s and 2s + 1 are rounded to bfloat16 and
+// paired with the two value rows interleaved element by element, so that one
 // instruction adds p[2s] v[2s][d] + p[2s + 1] v[2s + 1][d] for 16 dims. Interleaving works in
 // 128-bit lanes, so the accumulators hold the 128 dims permuted: vector 2c + e, lane 4l + i is
 // dim 32c + 8l + 4e + i (see value_index). A slot past `count` is never read (its row may hold
-// anything); an odd last slot is paired with zeros.
+// anything); an odd last slot is paired with zeros. The rounded weights are exp(score - running
+// maximum), before the online softmax's corrections and normalization, while the normalizer sums
+// them unrounded: a relative error of the same size (2^-9) as transformers' rounding of its
+// normalized probabilities to bfloat16 before the value matmul, but not the same bits (nor those
+// of the prefill tile kernel, which widens values to float32).
 inline std::int64_t value_index(std::int64_t d) {
     const std::int64_t c = d >> 5;
     const std::int64_t r = d & 31;

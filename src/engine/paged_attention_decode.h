@@ -5,7 +5,8 @@
 // sums, an online softmax per block); per block and kv head the heads of its group share each
 // widened key and value vector, and the group's accumulators stay in registers across the
 // block's positions. bfloat16 with blocks of 16 on CPUs with AVX512-BF16 takes a leaner kernel
-// (vdpbf16ps scores, vectorized exp, the next block prefetched); see the .cpp.
+// (vdpbf16ps scores, vectorized exp, values weighed with vdpbf16ps on weights rounded to
+// bfloat16, the next block prefetched); see the .cpp.
 //
 // Thread safety: pure functions; the caller runs them on its own threads.
 #include <c10/util/BFloat16.h>
@@ -24,6 +25,7 @@ struct DecodeShape {
     std::int64_t block_size;
     // The kv heads [kv_begin, kv_end) computed by a call, with their groups of query heads
     // (heads are independent: a row split among threads gives the bits of a whole call).
+    // Callers set both; an empty range is refused by decode_kernel_applies.
     std::int64_t kv_begin = 0;
     std::int64_t kv_end = 0;
 };

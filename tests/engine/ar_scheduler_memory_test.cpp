@@ -89,7 +89,9 @@ TEST_P(ArSchedulerPreemptionTest, RecomputesPreemptedRequestsAndReturnsEveryBloc
     EXPECT_GT(stats.preemptions, 0u);
     EXPECT_EQ(harness.model().first_violation(), "");
     EXPECT_LE(harness.model().max_blocks_referenced(), static_cast<std::size_t>(kBlocks));
-    if (!GetParam().prefix_cache) EXPECT_EQ(stats.free_blocks, static_cast<std::size_t>(kBlocks));
+    if (!GetParam().prefix_cache) {
+        EXPECT_EQ(stats.free_blocks, static_cast<std::size_t>(kBlocks));
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(PrefixCache, ArSchedulerPreemptionTest,

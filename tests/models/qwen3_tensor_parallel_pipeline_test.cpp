@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "models/qwen3/make_checkpoint.h"
@@ -147,14 +148,17 @@ TEST_P(Qwen3TensorParallelPipeline, ShippedChatConfigsAnswerAlike) {
                 data = json["data"];
             }
         }
-        return std::make_pair(streamed, data);
+        return std::make_tuple(streamed, data, result.err);
     };
-    const auto [single_text, single] = answer(shipped("qwen3_chat.yaml"));
+    const auto [single_text, single, single_log] = answer(shipped("qwen3_chat.yaml"));
     ASSERT_TRUE(single.contains("text")) << single.dump();
     EXPECT_FALSE(single_text.empty());
     EXPECT_EQ(single["usage"]["completion_tokens"], 16);
     EXPECT_EQ(single_text, single["text"].get<std::string>());
-    const auto [parallel_text, parallel] = answer(shipped("qwen3_chat_tp2.yaml"));
+    const auto [parallel_text, parallel, parallel_log] = answer(shipped("qwen3_chat_tp2.yaml"));
+    // Two rank processes ran (their logs are tagged with the rank's process name).
+    EXPECT_NE(parallel_log.find("[thinker_tp1]"), std::string::npos) << parallel_log;
+    EXPECT_EQ(single_log.find("[thinker_tp1]"), std::string::npos);
     EXPECT_EQ(parallel_text, single_text);
     EXPECT_EQ(parallel, single);
 }

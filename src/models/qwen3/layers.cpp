@@ -53,7 +53,8 @@ inline float round_through(float value) {
 
 // One bfloat16 row of rms_norm_kernel on Float8 vectors: 16 partial sums of squares (lanes
 // 0-7 and 8-15), added in lane order after the tail, then the normalized values rounded through
-// bfloat16 and scaled, as the generic loop does.
+// bfloat16 and scaled, as the generic loop does (the AVX2 clone may fuse the squares'
+// multiply-adds, so a sum can differ from the generic loop's in its last bit).
 OMNIRT_KERNEL_CLONES void rms_norm_row_bf16(const c10::BFloat16* in, const c10::BFloat16* weight,
                                             std::int64_t width, float epsilon,
                                             c10::BFloat16* result) {
