@@ -315,6 +315,11 @@ void attention_cpu_kernel(const at::Tensor& query, const at::Tensor& keys, const
                                            .kv_end = shape.kv_heads};
     const bool decode_kernel =
         !std::is_same_v<T, c10::Half> && detail::decode_kernel_applies(decode_shape);
+    // bfloat16 rows of prefill tiles too take the AVX512-BF16 row kernel, one row at a time
+    // (each row re-reads the block from cache; still several times faster than the tile
+    // kernel's float32 widening and scalar exp).
+    const bool rows_by_decode_kernel =
+        std::is_same_v<T, c10::BFloat16> && detail::bfloat16_decode_kernel_applies(decode_shape);
     // Fewer tiles than threads (a small decode batch): each decode row's kv heads are split into
     // parts, at most one task per thread, so every thread has work; other tiles run whole in
     // their part 0.
@@ -340,7 +345,16 @@ void attention_cpu_kernel(const at::Tensor& query, const at::Tensor& keys, const
                     continue;
                 }
             }
-            if (part == 0) {
+            if (part == 0 && rows_by_decode_kernel) {
+                if constexpr (std::is_same_v<T, c10::BFloat16>) {
+                    for (std::int64_t r = 0; r < tile.count; ++r) {
+                        const std::int64_t row = tile.first_row + r;
+                        detail::attend_decode(*tile.sequence, tile.first_position + r, decode_shape,
+                                              query_data + row * row_width, key_data, value_data,
+                                              scale, output_data + row * row_width, scratch);
+                    }
+                }
+            } else if (part == 0) {
                 attend_tile_any(tile, shape, query_data, key_data, value_data, scale, output_data,
                                 scratch);
             }

@@ -396,6 +396,17 @@ bool decode_kernel_applies(const DecodeShape& shape) {
 #endif
 }
 
+bool bfloat16_decode_kernel_applies(const DecodeShape& shape) {
+#if OMNIRT_HAVE_DECODE_KERNEL
+    static const bool bf16 =
+        __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw");
+    return bf16 && shape.block_size == kBlock16 && decode_kernel_applies(shape);
+#else
+    (void)shape;
+    return false;
+#endif
+}
+
 void attend_decode(const SequenceInput& sequence, std::int64_t position, const DecodeShape& shape,
                    const float* query, const float* keys, const float* values, double scale,
                    float* output, std::vector<float>& scratch) {
@@ -409,9 +420,7 @@ void attend_decode(const SequenceInput& sequence, std::int64_t position, const D
                    const c10::BFloat16* values, double scale, c10::BFloat16* output,
                    std::vector<float>& scratch) {
 #if OMNIRT_HAVE_DECODE_KERNEL
-    static const bool bf16 =
-        __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw");
-    if (bf16 && shape.block_size == kBlock16) {
+    if (bfloat16_decode_kernel_applies(shape)) {
         decode_row_bf16(sequence, position, shape, query, keys, values, scale, output, scratch);
         return;
     }

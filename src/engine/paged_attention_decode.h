@@ -34,6 +34,10 @@ struct DecodeShape {
 // head range is a non-empty part of [0, kv_heads).
 [[nodiscard]] bool decode_kernel_applies(const DecodeShape& shape);
 
+// True when decode_kernel_applies and bfloat16 rows take the AVX512-BF16 kernel (blocks of 16
+// positions, a CPU with AVX512-BF16).
+[[nodiscard]] bool bfloat16_decode_kernel_applies(const DecodeShape& shape);
+
 // Attention of the query row `query` ([heads, head_dim]) at `position` of `sequence` over the
 // positions [0, position] of its block table, for the heads of the shape's kv head range;
 // writes those heads of `output` ([heads, head_dim]).
