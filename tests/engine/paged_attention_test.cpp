@@ -237,6 +237,38 @@ TEST(PagedAttentionDecode, RowsSplitAcrossThreadsGiveTheBitsOfAWholeRow) {
     }
 }
 
+// In bfloat16 on the AVX512-BF16 path, prefill rows take the decode row kernel too: a prompt's
+// rows computed in one prefill call (tiles of 8) give the bits of each row computed alone as a
+// decode step, so a KV-cached decode continues exactly what a recomputation would give.
+TEST(PagedAttentionDecode, BFloat16PrefillRowsEqualDecodeRows) {
+    const detail::DecodeShape shape{.heads = kDecodeHeads,
+                                    .kv_heads = kDecodeKvHeads,
+                                    .head_dim = kDecodeDim,
+                                    .block_size = kDecodeBlock,
+                                    .kv_begin = 0,
+                                    .kv_end = kDecodeKvHeads};
+    if (!detail::bfloat16_decode_kernel_applies(shape)) {
+        GTEST_SKIP() << "prefill rows take the row kernel only with AVX512-BF16";
+    }
+    at::manual_seed(9);
+    constexpr std::int64_t kLength = 45;  // three blocks, the last partial
+    const DecodeCase c = make_decode_case({kLength - 1});
+    const at::Tensor query = at::randn({kLength, kDecodeHeads, kDecodeDim}).to(at::kBFloat16);
+    const double scale = 1.0 / std::sqrt(static_cast<double>(kDecodeDim));
+    SequenceInput prompt = c.batch[0];
+    prompt.start_position = 0;
+    prompt.tokens.assign(static_cast<std::size_t>(kLength), 0);
+    const at::Tensor prefill = paged_attention_cpu(query, c.keys, c.values, {&prompt, 1}, scale);
+    for (std::int64_t position = 0; position < kLength; ++position) {
+        SequenceInput step = c.batch[0];
+        step.start_position = position;
+        step.tokens.assign(1, 0);
+        const at::Tensor decode =
+            paged_attention_cpu(query.narrow(0, position, 1), c.keys, c.values, {&step, 1}, scale);
+        EXPECT_TRUE(decode[0].equal(prefill[position])) << position;
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(Shapes, PagedAttention,
                          ::testing::Values(Case{4, 2, 16, 4}, Case{8, 8, 32, 16}, Case{6, 1, 8, 1},
                                            Case{16, 8, 128, 16}, Case{2, 2, 20, 3},
