@@ -48,26 +48,36 @@ OMNIRT_INLINE float horizontal_sum(Float8 v) {
     return ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]));
 }
 
-// Eight float32 values rounded to bfloat16 as c10::BFloat16 rounds (to nearest even; NaN to
-// 0x7FC0): the same bits as a static_cast per value.
-OMNIRT_INLINE void store8(c10::BFloat16* destination, Float8 v) {
-    using UInt16x8 = std::uint16_t __attribute__((vector_size(16)));
-    using UInt32x8 = std::uint32_t __attribute__((vector_size(32)));
+namespace detail {
+using UInt32x8 = std::uint32_t __attribute__((vector_size(32)));
+
+// The bfloat16 bits (low 16 bits of each lane) of eight float32 values rounded as
+// c10::BFloat16 rounds: to nearest even, NaN to 0x7FC0.
+OMNIRT_INLINE UInt32x8 bfloat16_bits(Float8 v) {
     using Int32x8 = std::int32_t __attribute__((vector_size(32)));
     UInt32x8 bits;
     std::memcpy(&bits, &v, sizeof bits);
-    UInt32x8 rounded = (bits + ((bits >> 16) & 1u) + 0x7FFFu) >> 16;
-    const Int32x8 nan = v != v;  // all ones in NaN lanes
-    rounded = (rounded & ~UInt32x8(nan)) | (UInt32x8(nan) & 0x7FC0u);
-    const UInt16x8 narrow = __builtin_convertvector(rounded, UInt16x8);
+    const UInt32x8 rounded = (bits + ((bits >> 16) & 1u) + 0x7FFFu) >> 16;
+    const UInt32x8 nan = UInt32x8(Int32x8(v != v));  // all ones in NaN lanes
+    return (rounded & ~nan) | (nan & 0x7FC0u);
+}
+}  // namespace detail
+
+// Eight float32 values rounded to bfloat16 (detail::bfloat16_bits): the same bits as a
+// static_cast per value.
+OMNIRT_INLINE void store8(c10::BFloat16* destination, Float8 v) {
+    using UInt16x8 = std::uint16_t __attribute__((vector_size(16)));
+    const UInt16x8 narrow = __builtin_convertvector(detail::bfloat16_bits(v), UInt16x8);
     std::memcpy(destination, &narrow, sizeof narrow);
 }
 
-// v rounded through bfloat16 and widened back (what an operator producing bfloat16 leaves).
+// v rounded through bfloat16 and widened back (what an operator producing bfloat16 leaves),
+// in registers.
 OMNIRT_INLINE Float8 round_through_bfloat16(Float8 v) {
-    alignas(16) c10::BFloat16 rounded[8];
-    store8(rounded, v);
-    return load8(rounded);
+    const detail::UInt32x8 widened = detail::bfloat16_bits(v) << 16;
+    Float8 result;
+    std::memcpy(&result, &widened, sizeof result);
+    return result;
 }
 
 }  // namespace omnirt::engine::cpu
