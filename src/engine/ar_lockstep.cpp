@@ -14,6 +14,11 @@
 // inside the collective until the others receive it too (they will: rank 0 forwards every message
 // it queues).
 //
+// Waiting for input: when every sequence is held back by ArSchedulerOptions::ready (its input
+// streams have not come), a step changes nothing; the ranks then wait for their inbox, but
+// agree every kInputPoll even without a message (the ready decisions are the same on every rank,
+// so all of them wait there, and rank 0's aborts need an agreement to reach the others).
+//
 // Stop: stop() closes the inbox but leaves the queued messages. A stopping rank with nothing
 // received and no sequence leaves at once: its peers are idle at the same point and will not
 // agree again (rank 0 forwards every message before it queues it, so a peer cannot hold a
@@ -28,6 +33,7 @@
 // sequences and every later request with that error, without any collective.
 #include <spdlog/spdlog.h>
 
+#include <chrono>
 #include <string>
 #include <utility>
 #include <vector>
@@ -36,6 +42,12 @@
 #include "engine/block_allocator.h"
 
 namespace omnirt::engine {
+namespace {
+
+// How often ranks whose sequences all wait for input streams agree anyway.
+constexpr std::chrono::milliseconds kInputPoll{50};
+
+}  // namespace
 
 void ArScheduler::lockstep_loop() {
     Lockstep& group = *options_.lockstep;
@@ -49,7 +61,7 @@ void ArScheduler::lockstep_loop() {
     }
     // After a step the ranks agree once more even when they have nothing left: a step that
     // failed on some ranks only leaves their states different, and the digest must see it.
-    bool stepped = false;
+    bool stepped = false;  // the last step changed something (see ArScheduler::step)
     for (;;) {
         if (lockstep_error_) return broken_loop();
         if (!stepped && sequences_.empty() && received_.empty()) {
@@ -57,6 +69,15 @@ void ArScheduler::lockstep_loop() {
             std::optional<pipeline::IncomingMessage> message = inbox_.pop();
             if (!message) return;  // stopped while idle: the peers are idle too (see above)
             received_.push_back(std::move(*message));
+        } else if (!stepped && received_.empty()) {
+            // Every sequence waits for its input streams. Wait for a message, but agree with
+            // the peers every kInputPoll anyway: rank 0's aborts must get through, and the
+            // peers may be waiting here too.
+            publish_stats(/*idle=*/true);
+            if (std::optional<pipeline::IncomingMessage> message =
+                    inbox_.pop_until(pipeline::Clock::now() + kInputPoll)) {
+                received_.push_back(std::move(*message));
+            }
         }
         while (std::optional<pipeline::IncomingMessage> message = inbox_.try_pop()) {
             received_.push_back(std::move(*message));
@@ -102,8 +123,7 @@ void ArScheduler::lockstep_loop() {
             handle_message(std::move(message));
         }
         sweep();
-        stepped = !sequences_.empty();
-        if (stepped) guarded_step();
+        stepped = !sequences_.empty() && guarded_step();
         publish_stats(/*idle=*/false);
     }
 }

@@ -193,6 +193,7 @@ void ArScheduler::abort(const std::string& request_id) {
     }
     inbox_.remove_if(
         [&](const pipeline::IncomingMessage& message) { return message.request_id == request_id; });
+    inbox_.interrupt();  // an engine waiting for input streams frees the request's blocks now
 }
 
 bool ArScheduler::is_aborted(const std::string& request_id) const {
@@ -221,6 +222,8 @@ void ArScheduler::publish_stats(bool idle) {
     counters_.free_blocks = allocator_->free_blocks();
     counters_.cached_blocks = prefix_cache_ ? prefix_cache_->cached_blocks() : 0;
     counters_.idle = idle;
+    counters_.not_ready = count_not_ready();
+    counters_.early_stream_requests = early_streams_.size();
     sequence_count_.store(sequences_.size() + received_.size(), std::memory_order_relaxed);
     {
         std::lock_guard lock(stats_mutex_);
@@ -239,13 +242,18 @@ void ArScheduler::engine_loop() {
         exit_cv_.notify_all();
         return;
     }
+    bool progressed = true;
     for (;;) {
-        if (sequences_.empty()) {
+        if (sequences_.empty() || !progressed) {
             publish_stats(/*idle=*/true);
-            // Nothing to compute: block until a message arrives (or stop() closes the inbox).
-            std::optional<pipeline::IncomingMessage> message = inbox_.pop();
-            if (!message) break;
-            handle_message(std::move(*message));
+            // Nothing to compute (no sequence, or none ready): block until a message arrives,
+            // an abort interrupts the wait, or stop() closes the inbox.
+            std::optional<pipeline::IncomingMessage> message = inbox_.pop_interruptible();
+            if (message) {
+                handle_message(std::move(*message));
+            } else if (inbox_.closed()) {
+                break;
+            }
         }
         while (std::optional<pipeline::IncomingMessage> message = inbox_.try_pop()) {
             handle_message(std::move(*message));
@@ -253,16 +261,16 @@ void ArScheduler::engine_loop() {
         apply_aborts();
         sweep();
         if (stopping_.load()) break;
-        if (!sequences_.empty()) guarded_step();
+        progressed = sequences_.empty() || guarded_step();
         publish_stats(/*idle=*/false);
     }
     release_everything();
     publish_stats(/*idle=*/true);
 }
 
-void ArScheduler::guarded_step() {
+bool ArScheduler::guarded_step() {
     try {
-        step();
+        return step();
     } catch (const std::exception& error) {
         // A bug or an exhausted machine (bad_alloc): the requests of the batch fail, the engine
         // goes on.
@@ -275,17 +283,13 @@ void ArScheduler::guarded_step() {
             }
         }
         sweep();
+        return true;
     }
 }
 
 void ArScheduler::handle_message(pipeline::IncomingMessage message) {
     if (message.kind != pipeline::IncomingKind::new_request) {
-        spdlog::warn(
-            "stage '{}': dropping a stream {} for request '{}' from '{}' (the AR "
-            "scheduler takes no input streams)",
-            options_.stage_name,
-            message.kind == pipeline::IncomingKind::stream_chunk ? "chunk" : "done signal",
-            message.request_id, message.from_stage);
+        handle_stream_message(std::move(message));  // ar_stream_input.cpp
         return;
     }
     if (is_aborted(message.request_id)) return;
@@ -296,6 +300,8 @@ void ArScheduler::handle_message(pipeline::IncomingMessage message) {
     }
     Result<std::unique_ptr<ArSequence>> made = make_sequence(message);
     if (!made) {
+        drop_early_stream(message.request_id);
+        ended_ids_.insert(message.request_id);
         ++counters_.failed_requests;
         outbox_.push(pipeline::OutgoingMessage{
             .request_id = message.request_id,
@@ -305,6 +311,7 @@ void ArScheduler::handle_message(pipeline::IncomingMessage message) {
     }
     ArSequence* sequence = made->get();
     sequence->enqueued_at_ = message.enqueued_at;
+    adopt_early_stream(*sequence);
     sequences_.emplace(message.request_id, std::move(*made));
     waiting_.push_back(sequence);
     if (sequence->max_tokens_ == 0) finish(*sequence, "length");
@@ -393,6 +400,7 @@ void ArScheduler::apply_aborts() {
 
 void ArScheduler::retire_aborted(const std::vector<std::string>& ids) {
     for (const std::string& id : ids) {
+        drop_early_stream(id);
         auto it = sequences_.find(id);
         if (it == sequences_.end()) continue;
         ArSequence& sequence = *it->second;
@@ -410,6 +418,7 @@ void ArScheduler::retire(ArSequence& sequence, SequenceStatus status) {
     sequence.blocks_.clear();
     sequence.blocks_in_tree_ = 0;
     sequence.status_ = status;
+    ended_ids_.insert(sequence.request_id_);
 }
 
 void ArScheduler::sweep() {
@@ -430,6 +439,8 @@ void ArScheduler::release_everything() {
     running_.clear();
     waiting_.clear();
     sequences_.clear();
+    early_streams_.clear();
+    early_chunks_ = 0;
     if (prefix_cache_) prefix_cache_->clear();
     allocator_->check_invariants();
     OMNI_CHECK(allocator_->free_blocks() == allocator_->total_blocks(),

@@ -88,6 +88,11 @@ using PrepareInputFn =
 // again, so the hook must handle any start_position. An error fails that request only.
 using BeforeForwardFn = std::function<Status(ArSequence& sequence, SequenceInput& input)>;
 
+// Whether a sequence may take its next step now (ArSchedulerOptions::ready). Runs on the engine
+// thread, for running sequences before every step and for waiting ones before admission; it
+// must depend on the sequence's state only (tensor-parallel ranks must decide alike).
+using ReadyFn = std::function<bool(const ArSequence& sequence)>;
+
 // What FeedbackStrategy::extract_output gives back for one sequence.
 struct StepFeedback {
     std::any state;  // kept as ArSequence::feedback() for the next write_buffers
@@ -133,6 +138,18 @@ struct ArSchedulerOptions {
     bool stream_hidden = false;      // ask for the last hidden state; "hidden" in target chunks
     BeforeForwardFn before_forward;  // optional
     std::unique_ptr<FeedbackStrategy> feedback;  // optional
+    // Input streams (a talker that consumes a thinker's stream while both generate). With
+    // accept_streams, stream_chunk / stream_done messages go to the request's
+    // ArSequence::stream_input(), where the hooks take them; chunks that come before the
+    // request are kept for it (at most max_early_stream_chunks over all such requests; past
+    // that the request fails). Without it they are dropped with a warning, as a SimpleScheduler
+    // drops them.
+    bool accept_streams = false;
+    std::size_t max_early_stream_chunks = 4096;
+    // Optional (usually with accept_streams): sequences it says are not ready stay out of the
+    // step and keep their blocks; waiting ones are not admitted yet (later ones may be). When no
+    // sequence is ready the engine waits for the inbox.
+    ReadyFn ready;
     std::uint64_t seed = 0;  // seeds the seeds of unseeded requests; 0 = from random_device
     std::size_t inbox_capacity = pipeline::kDefaultQueueCapacity;
     std::size_t outbox_capacity = pipeline::kDefaultQueueCapacity;
@@ -162,7 +179,10 @@ struct ArSchedulerStats {
     std::uint64_t finished_requests = 0;
     std::uint64_t aborted_requests = 0;
     std::uint64_t failed_requests = 0;
-    bool idle = true;  // no sequence, and the engine waits for the inbox
+    std::size_t not_ready = 0;  // waiting or running sequences that ReadyFn holds back
+    std::size_t early_stream_requests = 0;  // unknown requests whose stream chunks are kept
+    // The engine waits for the inbox: no sequence, or none that can take a step.
+    bool idle = true;
 };
 
 class ArScheduler final : public pipeline::Scheduler {
@@ -198,6 +218,12 @@ class ArScheduler final : public pipeline::Scheduler {
     // ar_scheduler.cpp: lifecycle, messages, requests.
     void engine_loop();
     void handle_message(pipeline::IncomingMessage message);
+    // ar_stream_input.cpp: stream_chunk / stream_done messages and the ready gate.
+    void handle_stream_message(pipeline::IncomingMessage message);
+    void adopt_early_stream(ArSequence& sequence);  // what came before the request
+    void drop_early_stream(const std::string& request_id);
+    [[nodiscard]] bool is_ready(const ArSequence& sequence) const;
+    [[nodiscard]] std::size_t count_not_ready() const;
     Result<std::unique_ptr<ArSequence>> make_sequence(const pipeline::IncomingMessage& message);
     void apply_aborts();
     // Retires the waiting or running sequences of `ids` as aborted (engine thread).
@@ -205,7 +231,7 @@ class ArScheduler final : public pipeline::Scheduler {
     bool is_aborted(const std::string& request_id) const;
     void publish_stats(bool idle);
     void release_everything();
-    void guarded_step();
+    bool guarded_step();
     // ar_lockstep.cpp: the engine loop of a tensor-parallel rank.
     void lockstep_loop();
     void apply_agreed_aborts(const std::vector<std::string>& ids);
@@ -214,8 +240,9 @@ class ArScheduler final : public pipeline::Scheduler {
     void fail_message(const pipeline::IncomingMessage& message, const Error& error);
     [[nodiscard]] std::uint64_t state_digest() const;
     void stop_lockstep();
-    // ar_step.cpp: one engine step.
-    void step();
+    // ar_step.cpp: one engine step. False when nothing changed (no sequence was ready, none
+    // was preempted or failed): the loop may wait for the inbox.
+    bool step();
     std::vector<Scheduled> schedule();
     bool ensure_free_blocks(std::size_t count);
     void preempt(ArSequence& sequence);
@@ -243,6 +270,11 @@ class ArScheduler final : public pipeline::Scheduler {
     // Engine thread only.
     std::unordered_map<std::string, std::unique_ptr<ArSequence>> sequences_;
     std::deque<ArSequence*> waiting_;
+    // Stream inputs of requests not seen yet (accept_streams), their chunk count, and the ids
+    // of requests that ended here (their late chunks are dropped, not kept as early ones).
+    std::unordered_map<std::string, StreamInput> early_streams_;
+    std::size_t early_chunks_ = 0;
+    pipeline::RecentRequestIds ended_ids_;
     std::vector<ArSequence*> running_;  // in admission order
     std::uint64_t seed_state_ = 0;
     ArSchedulerStats counters_;

@@ -9,9 +9,11 @@
 // Thread safety: owned and used by the engine thread only.
 #include <any>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <vector>
@@ -25,6 +27,26 @@
 namespace omnirt::engine {
 
 class ArScheduler;
+
+// One chunk of an input stream and the stage that sent it.
+struct StreamInputChunk {
+    std::string from_stage;
+    std::shared_ptr<const pipeline::StreamChunk> chunk;
+};
+
+// The input streams of a request (ArSchedulerOptions::accept_streams): what the stages whose
+// stream_to names this stage sent for it, in arrival order (chunks that came before the request
+// itself included). The hooks take the chunks they use (pop_front); the engine only appends.
+struct StreamInput {
+    std::deque<StreamInputChunk> chunks;  // received and not taken yet
+    std::int64_t received = 0;            // chunks received in all
+    std::set<std::string> sources;        // stages that sent a chunk or a done signal
+    std::set<std::string> done_sources;   // stages that sent stream_done
+    // At least one stream_done came, and every stage that sent something has sent one.
+    [[nodiscard]] bool done() const {
+        return !done_sources.empty() && done_sources.size() == sources.size();
+    }
+};
 
 enum class SequenceStatus : std::uint8_t { waiting, running, finished, aborted, failed };
 
@@ -49,6 +71,9 @@ class ArSequence {
     [[nodiscard]] std::any& hook_state() { return hook_state_; }
     // What FeedbackStrategy::extract_output returned for this request at its last step.
     [[nodiscard]] std::any& feedback() { return feedback_; }
+    // The request's input streams (empty unless the stage accepts streams).
+    [[nodiscard]] StreamInput& stream_input() { return stream_input_; }
+    [[nodiscard]] const StreamInput& stream_input() const { return stream_input_; }
 
   private:
     friend class ArScheduler;
@@ -78,6 +103,7 @@ class ArSequence {
     pipeline::Clock::time_point enqueued_at_;
     std::any hook_state_;
     std::any feedback_;
+    StreamInput stream_input_;
 };
 
 }  // namespace omnirt::engine

@@ -69,6 +69,10 @@ std::vector<ArScheduler::Scheduled> ArScheduler::schedule() {
     // Running sequences first, oldest first: decodes always, prompt chunks while the budget lasts.
     for (std::size_t i = 0; i < running_.size();) {
         ArSequence& sequence = *running_[i];
+        if (!is_ready(sequence)) {  // waits for its input streams; keeps its blocks
+            ++i;
+            continue;
+        }
         const auto pending =
             static_cast<std::int64_t>(sequence.tokens_.size()) - sequence.computed_;
         std::int64_t take = 1;
@@ -104,10 +108,16 @@ std::vector<ArScheduler::Scheduled> ArScheduler::schedule() {
         ++i;
     }
 
-    // Admissions, in arrival order, unless this step had to preempt (the memory is short).
-    while (!preempted && !waiting_.empty() && prefill_budget > 0 &&
-           static_cast<std::int64_t>(running_.size()) < options_.max_running_requests) {
-        ArSequence& sequence = *waiting_.front();
+    // Admissions, in arrival order (passing over those not ready), unless this step had to
+    // preempt (the memory is short).
+    for (std::size_t w = 0; !preempted && w < waiting_.size() && prefill_budget > 0 &&
+                            static_cast<std::int64_t>(running_.size()) <
+                                options_.max_running_requests;) {
+        ArSequence& sequence = *waiting_[w];
+        if (!is_ready(sequence)) {
+            ++w;
+            continue;
+        }
         const auto length = static_cast<std::int64_t>(sequence.tokens_.size());
         std::vector<BlockId> blocks;
         if (prefix_cache_ && sequence.prefix_cache_) {
@@ -134,7 +144,7 @@ std::vector<ArScheduler::Scheduled> ArScheduler::schedule() {
         const std::int64_t take = std::min(length - sequence.computed_, prefill_budget);
         prefill_budget -= take;
         sequence.status_ = SequenceStatus::running;
-        waiting_.pop_front();
+        waiting_.erase(waiting_.begin() + static_cast<std::ptrdiff_t>(w));
         running_.push_back(&sequence);
         if (options_.tracer != nullptr && options_.tracer->enabled()) {
             options_.tracer->record(pipeline::TraceSpan{.name = "queue_wait",
@@ -148,21 +158,27 @@ std::vector<ArScheduler::Scheduled> ArScheduler::schedule() {
     return plan;
 }
 
-void ArScheduler::step() {
+bool ArScheduler::step() {
     const std::uint64_t preemptions = counters_.preemptions;
     std::vector<Scheduled> plan = schedule();
     if (plan.empty()) {
-        // After a preemption the next step admits again. Otherwise this cannot happen while the
-        // admission checks hold (a request alone always fits): fail the head rather than spin.
-        if (running_.empty() && !waiting_.empty() && counters_.preemptions == preemptions) {
-            fail_sequence(*waiting_.front(),
+        // After a preemption the next step admits again. Sequences that are not ready wait for
+        // the inbox. Otherwise this cannot happen while the admission checks hold (a request
+        // alone always fits): fail the first ready one rather than spin.
+        if (counters_.preemptions != preemptions) return true;
+        if (!running_.empty()) return false;  // none of them is ready
+        for (ArSequence* sequence : waiting_) {
+            if (!is_ready(*sequence)) continue;
+            fail_sequence(*sequence,
                           Error{ErrorCode::internal, "the request could not be scheduled"});
             sweep();
+            return true;
         }
-        return;
+        return false;
     }
     run_batch(std::move(plan));
     sweep();
+    return true;
 }
 
 void ArScheduler::run_batch(std::vector<Scheduled> plan) {

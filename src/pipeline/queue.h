@@ -59,6 +59,23 @@ class BlockingQueue {
         return take(lock);
     }
 
+    // Like pop(), but interrupt() also ends the wait (nullopt while the queue is open): for a
+    // consumer that has more than this queue to watch (the AR engine's aborts). An interrupt()
+    // is never lost: it ends the next pop_interruptible() that finds no item.
+    std::optional<T> pop_interruptible() {
+        std::unique_lock lock(mutex_);
+        not_empty_.wait(lock, [&] { return closed_ || !items_.empty() || interrupted_; });
+        if (items_.empty()) interrupted_ = false;
+        return take(lock);
+    }
+    void interrupt() {
+        {
+            std::lock_guard lock(mutex_);
+            interrupted_ = true;
+        }
+        not_empty_.notify_all();
+    }
+
     // Blocks until an item is queued (true) or the queue is closed and empty (false); removes
     // nothing. For a consumer that pops with try_pop() under a lock of its own, so that another
     // thread holding that lock can tell "nothing queued, nothing being handled" (stage.h).
@@ -128,6 +145,7 @@ class BlockingQueue {
     std::condition_variable not_full_;
     std::deque<T> items_;
     bool closed_ = false;
+    bool interrupted_ = false;
 };
 
 }  // namespace omnirt::pipeline

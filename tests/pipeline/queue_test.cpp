@@ -135,6 +135,35 @@ TEST(BlockingQueueTest, CloseWakesAWaitNotEmpty) {
     EXPECT_FALSE(waited.get());
 }
 
+TEST(BlockingQueueTest, InterruptEndsABlockedPopInterruptibleOnceAndIsNeverLost) {
+    BlockingQueue<int> queue(4);
+    // Before any waiter: the next wait ends at once, and only that one.
+    queue.interrupt();
+    EXPECT_EQ(queue.pop_interruptible(), std::nullopt);
+    EXPECT_FALSE(queue.closed());
+    ASSERT_TRUE(queue.push(7));
+    EXPECT_EQ(queue.pop_interruptible(), 7);
+    // A blocked waiter.
+    std::promise<void> waiting;
+    auto popped = std::async(std::launch::async, [&] {
+        waiting.set_value();
+        return queue.pop_interruptible();
+    });
+    waiting.get_future().wait();
+    queue.interrupt();
+    ASSERT_EQ(popped.wait_for(kHangGuard), std::future_status::ready);
+    EXPECT_EQ(popped.get(), std::nullopt);
+    // Items queued before the interrupt come first.
+    ASSERT_TRUE(queue.push(8));
+    queue.interrupt();
+    EXPECT_EQ(queue.pop_interruptible(), 8);
+    EXPECT_EQ(queue.pop_interruptible(), std::nullopt);
+    // Plain pop() ignores interrupts.
+    queue.interrupt();
+    ASSERT_TRUE(queue.push(9));
+    EXPECT_EQ(queue.pop(), 9);
+}
+
 TEST(BlockingQueueTest, RemoveIfCountsAndFreesSpaceForBlockedPushers) {
     BlockingQueue<int> queue(4);
     for (int i = 0; i < 4; ++i) ASSERT_TRUE(queue.push(i));
