@@ -116,18 +116,50 @@ constexpr std::uint64_t kRankZeroSeed = 1234;
 
 // Two ranks' schedulers over FakeModels. Rank 1 is declared first so that rank 0 stops first
 // (the order of a TP stage's shutdown).
+// With `streams`: every step of a request takes one chunk of its input stream, and a request
+// without a chunk (and whose stream is not done) waits (ArSchedulerOptions::ready).
 struct TwoRanks {
     explicit TwoRanks(Harness::Config config = {.num_blocks = 256, .block_size = 16},
-                      std::optional<Error> connect_error = {})
+                      std::optional<Error> connect_error = {}, bool streams = false)
         : group(2),
-          follower(options(1, connect_error), config),
-          leader(options(0, connect_error), config) {}
+          follower(options(1, connect_error, streams), config),
+          leader(options(0, connect_error, streams), config) {}
 
-    ArSchedulerOptions options(int rank, const std::optional<Error>& connect_error) {
-        return ArSchedulerOptions{
+    ArSchedulerOptions options(int rank, const std::optional<Error>& connect_error,
+                               bool streams) {
+        ArSchedulerOptions options{
             .max_prefill_tokens = 24,  // chunked prompts
             .seed = rank == 0 ? kRankZeroSeed : 99,
             .lockstep = std::make_shared<MemoryLockstep>(group, rank, 2, connect_error)};
+        if (streams) {
+            options.accept_streams = true;
+            options.before_forward = [](ArSequence& sequence, SequenceInput&) {
+                if (!sequence.stream_input().chunks.empty()) {
+                    sequence.stream_input().chunks.pop_front();
+                }
+                return ok_status();
+            };
+            options.ready = [](const ArSequence& sequence) {
+                return !sequence.stream_input().chunks.empty() || sequence.stream_input().done();
+            };
+        }
+        return options;
+    }
+
+    // A stream message for both ranks, the follower first.
+    void stream(const std::string& id, bool done) {
+        for (Harness* rank : {&follower, &leader}) {
+            pipeline::IncomingMessage message{
+                .request_id = id,
+                .kind = done ? pipeline::IncomingKind::stream_done
+                             : pipeline::IncomingKind::stream_chunk,
+                .from_stage = "thinker"};
+            if (!done) {
+                message.chunk = std::make_shared<const pipeline::StreamChunk>(
+                    pipeline::StreamChunk{.chunk = Value(Map{})});
+            }
+            ASSERT_TRUE(rank->scheduler().inbox().push(std::move(message)));
+        }
     }
 
     // Like rank 0 of a TP group: the follower gets the message first.
@@ -209,6 +241,37 @@ TEST(ArLockstepTest, RankZeroDecidesAborts) {
         EXPECT_FALSE(rank->outputs["early"].result || rank->outputs["early"].error);
         EXPECT_TRUE(rank->outputs["early"].client_chunks.empty());
         EXPECT_FALSE(rank->outputs["long"].result || rank->outputs["long"].error);
+        EXPECT_EQ(rank->scheduler().stats().aborted_requests, 1u);
+    }
+    EXPECT_EQ(ranks.leader.scheduler().stats().steps, ranks.follower.scheduler().stats().steps);
+}
+
+TEST(ArLockstepTest, RanksWaitingForInputStreamsStillTakeRankZerosAborts) {
+    TwoRanks ranks({.num_blocks = 256, .block_size = 16}, {}, /*streams=*/true);
+    // Both prompts fit one step's prefill budget: each chunk gives one token.
+    const auto prompt = make_prompt(6, 8);
+    ranks.submit("fed", prompt, params_max_tokens(6));
+    ranks.submit("held", make_prompt(9, 9), params_max_tokens(50));
+    for (int i = 0; i < 2; ++i) ranks.stream("held", /*done=*/false);
+    ranks.stream("fed", /*done=*/true);
+    ASSERT_TRUE(ranks.leader.wait_for_ends(1));
+    ASSERT_TRUE(ranks.follower.wait_for_ends(1));
+    for (Harness* rank : {&ranks.leader, &ranks.follower}) {
+        EXPECT_EQ(rank->outputs["fed"].output_ids(), expected_greedy(prompt, 6));
+        // "held" took its two chunks and waits, on both ranks, without spinning.
+        ASSERT_TRUE(rank->wait_for_chunks("held", 2));
+        ASSERT_TRUE(rank->scheduler().wait_for_stats(
+            [](const ArSchedulerStats& stats) { return stats.idle && stats.not_ready == 1; },
+            std::chrono::seconds(60)));
+    }
+    // Nothing arrives any more; rank 0's abort still reaches the follower.
+    ranks.leader.scheduler().abort("held");
+    EXPECT_TRUE(ranks.leader.wait_idle_and_clean());
+    EXPECT_TRUE(ranks.follower.wait_idle_and_clean());
+    for (Harness* rank : {&ranks.leader, &ranks.follower}) {
+        rank->drain();
+        EXPECT_EQ(rank->outputs["held"].client_chunks.size(), 2u);
+        EXPECT_FALSE(rank->outputs["held"].result || rank->outputs["held"].error);
         EXPECT_EQ(rank->scheduler().stats().aborted_requests, 1u);
     }
     EXPECT_EQ(ranks.leader.scheduler().stats().steps, ranks.follower.scheduler().stats().steps);
