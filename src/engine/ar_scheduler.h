@@ -26,6 +26,10 @@
 //    "usage": {"prompt_tokens", "completion_tokens"}, "logprobs": [float...] (when asked for)}.
 // Aborted requests produce nothing (the Scheduler contract drops their results).
 //
+// Input streams (options.accept_streams): stream_chunk / stream_done messages of a request go to
+// its ArSequence::stream_input(), where the hooks take them; options.ready holds back the
+// sequences that cannot take a step yet (a talker waiting for its thinker's next hidden state).
+//
 // Tensor parallelism (options.lockstep): every rank of a TP stage runs an ArScheduler fed the
 // same messages; before every step the ranks agree on how many messages to handle, on rank 0's
 // aborts and on stopping (engine/lockstep.h, ar_lockstep.cpp), so that they schedule the same
