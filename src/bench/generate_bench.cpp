@@ -455,6 +455,10 @@ Result<GenerateBenchReport> run_generate_bench(GenerateBenchOptions options) {
             run.run(prompts, options.output_len, "b" + std::to_string(batch) + "-"));
         GenerateBatchResult result =
             measure(run, batch, options, config, sizes, element_bytes, report.bandwidth_gbps);
+        OMNI_TRY(ReadBandwidth after, measure_read_bandwidth({.bytes = bandwidth_bytes,
+                                                             .threads = report.threads,
+                                                             .passes = 2}));
+        result.bandwidth_after_gbps = after.best_gbps;
         for (const auto& request : run.requests()) {
             if (!request.completed) {
                 std::cerr << "bench generate: a request failed: " << request.error.to_string()
@@ -483,16 +487,17 @@ std::string format_generate_table(const GenerateBenchReport& report) {
                   static_cast<double>(report.bandwidth_bytes) / (1 << 30),
                   report.bandwidth_median_gbps, report.load_seconds);
     out << line;
-    std::snprintf(line, sizeof line, "%5s %6s %11s %11s %10s %11s %9s %11s %9s %9s\n", "batch",
-                  "failed", "TTFT p50 ms", "TTFT max ms", "tok/s/req", "tok/s total", "step ms",
-                  "roofline ms", "+KV ms", "% roofline");
+    std::snprintf(line, sizeof line, "%5s %6s %11s %11s %10s %11s %9s %11s %9s %10s %12s\n",
+                  "batch", "failed", "TTFT p50 ms", "TTFT max ms", "tok/s/req", "tok/s total",
+                  "step ms", "roofline ms", "+KV ms", "% roofline", "GB/s after");
     out << line;
     for (const auto& row : report.batches) {
-        std::snprintf(
-            line, sizeof line, "%5d %6d %11.1f %11.1f %10.2f %11.1f %9.2f %11.2f %9.2f %8.0f%%%s\n",
-            row.batch, row.failed, row.ttft_p50_ms, row.ttft_max_ms, row.decode_tps_per_request,
-            row.decode_tps_aggregate, row.step_ms, row.roofline_step_ms, row.roofline_kv_step_ms,
-            row.roofline_share * 100, row.steady_window ? "" : " (whole decode)");
+        std::snprintf(line, sizeof line,
+                      "%5d %6d %11.1f %11.1f %10.2f %11.1f %9.2f %11.2f %9.2f %9.0f%% %12.1f%s\n",
+                      row.batch, row.failed, row.ttft_p50_ms, row.ttft_max_ms,
+                      row.decode_tps_per_request, row.decode_tps_aggregate, row.step_ms,
+                      row.roofline_step_ms, row.roofline_kv_step_ms, row.roofline_share * 100,
+                      row.bandwidth_after_gbps, row.steady_window ? "" : " (whole decode)");
         out << line;
     }
     return out.str();
@@ -516,6 +521,7 @@ std::string generate_report_json(const GenerateBenchReport& report) {
                            {"roofline_step_ms", row.roofline_step_ms},
                            {"roofline_with_kv_step_ms", row.roofline_kv_step_ms},
                            {"roofline_share", row.roofline_share},
+                           {"read_bandwidth_after_gbps", row.bandwidth_after_gbps},
                            {"seconds", row.seconds}});
     }
     nlohmann::json json = {{"model", report.model},

@@ -66,6 +66,9 @@ struct GenerateBatchResult {
     double roofline_kv_step_ms = 0;  // weights + KV reads
     double roofline_share = 0;       // roofline_step_ms / step_ms
     double seconds = 0;              // the batch, submit to last completion
+    // The read bandwidth again right after the batch (best of 2 passes): the host's bandwidth
+    // can drift during a run; the roofline uses the report's probe, this shows the drift.
+    double bandwidth_after_gbps = 0;
 };
 
 struct GenerateBenchReport {

@@ -74,6 +74,7 @@ TEST_F(BenchGenerateCommand, ReportsEveryBatchOfACheckpoint) {
         EXPECT_GT(row["roofline_step_ms"].get<double>(), 0);
         EXPECT_GE(row["roofline_with_kv_step_ms"].get<double>(),
                   row["roofline_step_ms"].get<double>());
+        EXPECT_GT(row["read_bandwidth_after_gbps"].get<double>(), 0);  // probed after the batch
         // float32: four bytes per weight read; lm_head alone is vocab x hidden.
         EXPECT_GT(row["weight_bytes_per_step"].get<double>(),
                   4.0 * report["parameters"].get<double>() * 0.5);
