@@ -30,9 +30,13 @@ namespace {
 // 6 x 4 and 5 x 4 (about 90 % of the vdpbf16ps / FMA peak with the operands in cache).
 constexpr int kTileRows = 4;
 constexpr int kTileCols = 4;
-// Weight rows of one input row whose 16 sums are reduced together (bfloat16_row_stream).
+// Up to this many bfloat16 input rows stream the weight rows (bfloat16_rows_stream) instead of
+// going through the tiles: 2-4 rows 15-26 % faster than the tiles over a decode step's matrices
+// (two threads, alternating runs), 5 rows 10 % slower.
+constexpr int kStreamRows = 4;
+// Weight rows whose 16 sums per input row are reduced together (bfloat16_rows_stream).
 constexpr int kRowGroup = 16;
-// Row groups per chunk of work of the one-row path (256 rows: 512 KB of a 1024-wide weight).
+// Row groups per chunk of work of the streaming path (256 rows: 512 KB of a 1024-wide weight).
 constexpr std::int64_t kChunkGroups = 16;
 
 #if OMNIRT_HAVE_X86_KERNELS
@@ -182,41 +186,65 @@ void rows_range(const T* x, std::int64_t x_stride, std::int64_t rows, const T* w
     }
 }
 
-// One input row: y[n] = x . w[n] for weight rows [n_begin, n_end), each row streamed whole
-// before the next. Sequential reads keep the hardware prefetchers ahead, where the tiles'
-// four interleaved weight rows read about 25 % slower at one input row (a 1.2 GB set of
-// decode matrices: 37 vs 48 ms, two threads). Each row's sums follow the tiles' order (one
-// accumulator over steps of 32, lanes reduced as _mm512_reduce_add_ps does), so a row gives the
-// same bits here as inside a batch.
-OMNIRT_TARGET_BF16 void bfloat16_row_stream(const std::uint16_t* x, const std::uint16_t* w,
-                                            std::int64_t in, std::int64_t n_begin,
-                                            std::int64_t n_end, float* y) {
+// R (1..kStreamRows) input rows: y[m * y_stride + n] = x[m] . w[n] for weight rows [n_begin,
+// n_end), each weight row streamed whole before the next. Sequential reads keep the hardware
+// prefetchers ahead, where the tiles' four interleaved weight rows read about 25 % slower (one
+// input row, a 1.2 GB set of decode matrices: 37 vs 48 ms, two threads); past four input rows
+// the R input loads per weight vector make this slower than the tiles. Each output's sums
+// follow the tiles' order (one accumulator over steps of 32, lanes reduced as
+// _mm512_reduce_add_ps does), so a row gives the same bits here as inside a larger batch.
+template <int R>
+OMNIRT_TARGET_BF16 void bfloat16_rows_stream(const std::uint16_t* x, std::int64_t x_stride,
+                                             const std::uint16_t* w, std::int64_t in,
+                                             std::int64_t n_begin, std::int64_t n_end, float* y,
+                                             std::int64_t y_stride) {
     const auto tail = static_cast<__mmask32>((std::uint64_t{1} << (in % 32)) - 1);
-    std::int64_t n = n_begin;
-    for (; n < n_end; n += kRowGroup) {
+    for (std::int64_t n = n_begin; n < n_end; n += kRowGroup) {
         const auto count = static_cast<int>(std::min<std::int64_t>(kRowGroup, n_end - n));
-        __m512 sums[kRowGroup];
+        __m512 sums[R][kRowGroup];
         for (int r = 0; r < count; ++r) {
             const std::uint16_t* row = w + (n + r) * in;
-            __m512 acc = _mm512_setzero_ps();
+            __m512 acc[R];
+#pragma GCC unroll 4
+            for (int m = 0; m < R; ++m) acc[m] = _mm512_setzero_ps();
             std::int64_t k = 0;
             for (; k + 32 <= in; k += 32) {
-                acc = _mm512_dpbf16_ps(acc, (__m512bh)_mm512_loadu_si512(x + k),
-                                       (__m512bh)_mm512_loadu_si512(row + k));
+                const auto weights = (__m512bh)_mm512_loadu_si512(row + k);
+#pragma GCC unroll 4
+                for (int m = 0; m < R; ++m) {
+                    acc[m] = _mm512_dpbf16_ps(
+                        acc[m], (__m512bh)_mm512_loadu_si512(x + m * x_stride + k), weights);
+                }
             }
             if (k < in) {
-                acc = _mm512_dpbf16_ps(acc, (__m512bh)_mm512_maskz_loadu_epi16(tail, x + k),
-                                       (__m512bh)_mm512_maskz_loadu_epi16(tail, row + k));
+                const auto weights = (__m512bh)_mm512_maskz_loadu_epi16(tail, row + k);
+#pragma GCC unroll 4
+                for (int m = 0; m < R; ++m) {
+                    acc[m] = _mm512_dpbf16_ps(
+                        acc[m], (__m512bh)_mm512_maskz_loadu_epi16(tail, x + m * x_stride + k),
+                        weights);
+                }
             }
-            sums[r] = acc;
+#pragma GCC unroll 4
+            for (int m = 0; m < R; ++m) sums[m][r] = acc[m];
         }
-        if (count == kRowGroup) {
-            _mm512_storeu_ps(y + n, detail::sum_lanes16(sums));
-        } else {
-            for (int r = 0; r < count; ++r) y[n + r] = _mm512_reduce_add_ps(sums[r]);
+        for (int m = 0; m < R; ++m) {
+            float* out = y + m * y_stride + n;
+            if (count == kRowGroup) {
+                _mm512_storeu_ps(out, detail::sum_lanes16(sums[m]));
+            } else {
+                for (int r = 0; r < count; ++r) out[r] = _mm512_reduce_add_ps(sums[m][r]);
+            }
         }
     }
 }
+
+using RowsStreamFn = void (*)(const std::uint16_t*, std::int64_t, const std::uint16_t*,
+                              std::int64_t, std::int64_t, std::int64_t, float*, std::int64_t);
+// [R - 1]
+constexpr std::array<RowsStreamFn, kStreamRows> kRowsStream = {
+    bfloat16_rows_stream<1>, bfloat16_rows_stream<2>, bfloat16_rows_stream<3>,
+    bfloat16_rows_stream<4>};
 
 // to[i] = bfloat16(from[i]) for i < count, rounded as the scalar c10::BFloat16 conversion rounds
 // (to nearest even, NaN to 0x7FC0): the values of an at::Tensor::to(kBFloat16) of the float32
@@ -295,10 +323,11 @@ at::Tensor small_batch_linear(const at::Tensor& x, const at::Tensor& weight,
                             n_end - n_begin);
             }
         };
-        if (rows == 1) {
+        if (rows <= kStreamRows) {
             // Chunks of whole row groups taken in turn by the threads as they arrive: a thread
             // that wakes late for this region takes fewer, instead of the others waiting for
             // its fixed share.
+            const RowsStreamFn stream = kRowsStream[static_cast<std::size_t>(rows - 1)];
             const std::int64_t row_groups = (out + kRowGroup - 1) / kRowGroup;
             const std::int64_t chunks = (row_groups + kChunkGroups - 1) / kChunkGroups;
             std::atomic<std::int64_t> next_chunk{0};
@@ -309,8 +338,8 @@ at::Tensor small_batch_linear(const at::Tensor& x, const at::Tensor& weight,
                                      const std::int64_t n_begin = chunk * kChunkGroups * kRowGroup;
                                      const std::int64_t n_end =
                                          std::min(out, n_begin + kChunkGroups * kRowGroup);
-                                     bfloat16_row_stream(x_data, w_data, in, n_begin, n_end,
-                                                         y_data);
+                                     stream(x_data, input.stride(0), w_data, in, n_begin,
+                                            n_end, y_data, out);
                                      round_columns(n_begin, n_end);
                                  }
                              });

@@ -3,10 +3,11 @@
 // sums, weight [out, in] row-major, x [rows, in]. The weight is streamed from memory once per
 // call whatever the number of rows (the libraries' matrix-matrix paths read it at a fraction of
 // the memory bandwidth below a few dozen rows, and per-row matrix-vector products read it once
-// per row). Register tiles of 4 weight rows x up to 4 input rows; one bfloat16 input row streams
-// the weight rows one after another instead (sequential reads, at the memory bandwidth), with
-// the same bits per row as in a batch. The threads of the ATen intra-op pool take contiguous
-// ranges of weight rows (one row: chunks of 256 rows, handed out as the threads arrive).
+// per row). Register tiles of 4 weight rows x up to 4 input rows; up to four bfloat16 input rows
+// stream the weight rows one after another instead (sequential reads, at the memory bandwidth),
+// with the same bits per row as in a larger batch. The threads of the ATen intra-op pool take
+// contiguous ranges of weight rows (streaming: chunks of 256 rows, handed out as the threads
+// arrive).
 // bfloat16 outputs are rounded as the scalar c10::BFloat16 conversion rounds (to nearest even,
 // NaN to 0x7FC0).
 //

@@ -55,16 +55,21 @@ TEST_P(SmallBatchLinear, MatchesAMatmulForEveryRowCount) {
 // A row's outputs do not depend on the rows around it (full 4 x 4 tiles reduce their sums
 // together, smaller ones one by one, in the same order), so one row alone gives the bits it gets
 // in a batch: greedy decoding is the same at every batch size.
-TEST_P(SmallBatchLinear, OneRowAloneMatchesItsRowInABatch) {
+// One to four bfloat16 rows stream the weights; more go through the tiles. Either way a row
+// gives the bits it has inside a batch of 32 (ragged widths: tails and a partial row group).
+TEST_P(SmallBatchLinear, FewRowsMatchTheirRowsInABatch) {
     const at::ScalarType type = GetParam();
     at::manual_seed(4);
     const at::Tensor weight = (at::randn({70, 1027}) * 0.1).to(type);
     const at::Tensor x = at::randn({32, 1027}).to(type);
     const at::Tensor batch = small_batch_linear(x, weight);
     ASSERT_TRUE(batch.defined());
-    for (std::int64_t row : {0, 5, 31}) {
-        const at::Tensor alone = small_batch_linear(x.narrow(0, row, 1), weight);
-        EXPECT_TRUE(alone[0].equal(batch[row])) << row;
+    for (std::int64_t rows = 1; rows <= 6; ++rows) {
+        for (const std::int64_t first : {std::int64_t{0}, std::int64_t{5}, 32 - rows}) {
+            const at::Tensor few = small_batch_linear(x.narrow(0, first, rows), weight);
+            ASSERT_TRUE(few.defined());
+            EXPECT_TRUE(few.equal(batch.narrow(0, first, rows))) << rows << " rows at " << first;
+        }
     }
 }
 
@@ -88,6 +93,8 @@ TEST_P(SmallBatchLinear, OneRowOverManyChunksMatchesItsRowInABatch) {
             const at::Tensor alone = small_batch_linear(x.narrow(0, row, 1), weight);
             EXPECT_TRUE(alone[0].equal(batch[row])) << "threads " << threads << " row " << row;
         }
+        const at::Tensor three = small_batch_linear(x.narrow(0, 1, 3), weight);
+        EXPECT_TRUE(three.equal(batch.narrow(0, 1, 3))) << "threads " << threads;
     }
 }
 
@@ -102,6 +109,10 @@ TEST_P(SmallBatchLinear, ReadsStridedRows) {
     const at::Tensor y = small_batch_linear(x, weight);
     ASSERT_TRUE(y.defined());
     EXPECT_TRUE(y.equal(small_batch_linear(x.contiguous(), weight)));
+    // The streaming path (up to four rows) reads strided rows too.
+    const at::Tensor few = small_batch_linear(x.narrow(0, 2, 3), weight);
+    ASSERT_TRUE(few.defined());
+    EXPECT_TRUE(few.equal(y.narrow(0, 2, 3)));
 }
 
 // Without a bias, bfloat16 outputs are rounded inside the kernel's tasks; with one, the float32
