@@ -17,7 +17,8 @@
 // Waiting for input: when every sequence is held back by ArSchedulerOptions::ready (its input
 // streams have not come), a step changes nothing; the ranks then wait for their inbox, but
 // agree every kInputPoll even without a message (the ready decisions are the same on every rank,
-// so all of them wait there, and rank 0's aborts need an agreement to reach the others).
+// so all of them wait there, and rank 0's aborts need an agreement to reach the others). Ranks
+// that hold stream chunks of requests not seen yet wait the same way (an abort drops them).
 //
 // Stop: stop() closes the inbox but leaves the queued messages. A stopping rank with nothing
 // received and no sequence leaves at once: its peers are idle at the same point and will not
@@ -63,16 +64,17 @@ void ArScheduler::lockstep_loop() {
     // failed on some ranks only leaves their states different, and the digest must see it.
     bool stepped = false;  // the last step changed something (see ArScheduler::step)
     for (;;) {
+        ++counters_.loop_turns;
         if (lockstep_error_) return broken_loop();
-        if (!stepped && sequences_.empty() && received_.empty()) {
+        if (!stepped && sequences_.empty() && received_.empty() && early_streams_.empty()) {
             publish_stats(/*idle=*/true);
             std::optional<pipeline::IncomingMessage> message = inbox_.pop();
             if (!message) return;  // stopped while idle: the peers are idle too (see above)
             received_.push_back(std::move(*message));
         } else if (!stepped && received_.empty()) {
-            // Every sequence waits for its input streams. Wait for a message, but agree with
-            // the peers every kInputPoll anyway: rank 0's aborts must get through, and the
-            // peers may be waiting here too.
+            // Every sequence waits for its input streams, or stream chunks wait for requests
+            // that have not come. Wait for a message, but agree with the peers every kInputPoll
+            // anyway: rank 0's aborts must get through, and the peers may be waiting here too.
             publish_stats(/*idle=*/true);
             if (std::optional<pipeline::IncomingMessage> message =
                     inbox_.pop_until(pipeline::Clock::now() + kInputPoll)) {

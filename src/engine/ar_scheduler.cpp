@@ -222,7 +222,7 @@ void ArScheduler::publish_stats(bool idle) {
     counters_.free_blocks = allocator_->free_blocks();
     counters_.cached_blocks = prefix_cache_ ? prefix_cache_->cached_blocks() : 0;
     counters_.idle = idle;
-    counters_.not_ready = count_not_ready();
+    if (sequences_.empty()) counters_.not_ready = 0;
     counters_.early_stream_requests = early_streams_.size();
     sequence_count_.store(sequences_.size() + received_.size(), std::memory_order_relaxed);
     {
@@ -244,6 +244,7 @@ void ArScheduler::engine_loop() {
     }
     bool progressed = true;
     for (;;) {
+        ++counters_.loop_turns;
         if (sequences_.empty() || !progressed) {
             publish_stats(/*idle=*/true);
             // Nothing to compute (no sequence, or none ready): block until a message arrives,
@@ -293,9 +294,23 @@ void ArScheduler::handle_message(pipeline::IncomingMessage message) {
         return;
     }
     if (is_aborted(message.request_id)) return;
-    if (sequences_.contains(message.request_id)) {
-        spdlog::warn("stage '{}': dropping a second new_request for running request '{}'",
+    if (sequences_.contains(message.request_id) || ended_ids_.contains(message.request_id)) {
+        spdlog::warn("stage '{}': dropping a second new_request for request '{}'",
                      options_.stage_name, message.request_id);
+        return;
+    }
+    if (evicted_ids_.contains(message.request_id)) {
+        ended_ids_.insert(message.request_id);
+        ++counters_.failed_requests;
+        outbox_.push(pipeline::OutgoingMessage{
+            .request_id = message.request_id,
+            .kind = pipeline::OutgoingKind::error,
+            .error = Error{ErrorCode::resource_exhausted,
+                           "stage '" + options_.stage_name +
+                               "': the stream chunks that came before this request were "
+                               "dropped (more than " +
+                               std::to_string(options_.max_early_stream_chunks) +
+                               " chunks or requests waited for their requests)"}});
         return;
     }
     Result<std::unique_ptr<ArSequence>> made = make_sequence(message);
@@ -440,6 +455,7 @@ void ArScheduler::release_everything() {
     waiting_.clear();
     sequences_.clear();
     early_streams_.clear();
+    early_order_.clear();
     early_chunks_ = 0;
     if (prefix_cache_) prefix_cache_->clear();
     allocator_->check_invariants();

@@ -93,8 +93,9 @@ using PrepareInputFn =
 using BeforeForwardFn = std::function<Status(ArSequence& sequence, SequenceInput& input)>;
 
 // Whether a sequence may take its next step now (ArSchedulerOptions::ready). Runs on the engine
-// thread, for running sequences before every step and for waiting ones before admission; it
-// must depend on the sequence's state only (tensor-parallel ranks must decide alike).
+// thread when a step is scheduled, for the running sequences and for the waiting ones it
+// considers for admission; it must depend on the sequence's state only (tensor-parallel ranks
+// must decide alike).
 using ReadyFn = std::function<bool(const ArSequence& sequence)>;
 
 // What FeedbackStrategy::extract_output gives back for one sequence.
@@ -144,15 +145,18 @@ struct ArSchedulerOptions {
     std::unique_ptr<FeedbackStrategy> feedback;  // optional
     // Input streams (a talker that consumes a thinker's stream while both generate). With
     // accept_streams, stream_chunk / stream_done messages go to the request's
-    // ArSequence::stream_input(), where the hooks take them; chunks that come before the
-    // request are kept for it (at most max_early_stream_chunks over all such requests; past
-    // that the request fails). Without it they are dropped with a warning, as a SimpleScheduler
-    // drops them.
+    // ArSequence::stream_input(), where the hooks take them; messages that come before the
+    // request are kept for it. At most max_early_stream_chunks chunks (and as many requests)
+    // are kept that way; past that the oldest requests' are dropped (their requests may never
+    // come: a route can send them elsewhere), and such a request that comes later fails.
+    // Without accept_streams they are dropped with a warning, as a SimpleScheduler drops them.
     bool accept_streams = false;
     std::size_t max_early_stream_chunks = 4096;
     // Optional (usually with accept_streams): sequences it says are not ready stay out of the
-    // step and keep their blocks; waiting ones are not admitted yet (later ones may be). When no
-    // sequence is ready the engine waits for the inbox.
+    // step (running ones keep their blocks and their place among max_running_requests, but may
+    // still be preempted); waiting ones are not admitted yet (later ones may be). When no
+    // sequence is ready the engine waits for the inbox. It must not throw (a throw fails the
+    // sequence).
     ReadyFn ready;
     std::uint64_t seed = 0;  // seeds the seeds of unseeded requests; 0 = from random_device
     std::size_t inbox_capacity = pipeline::kDefaultQueueCapacity;
@@ -183,8 +187,9 @@ struct ArSchedulerStats {
     std::uint64_t finished_requests = 0;
     std::uint64_t aborted_requests = 0;
     std::uint64_t failed_requests = 0;
-    std::size_t not_ready = 0;  // waiting or running sequences that ReadyFn holds back
+    std::size_t not_ready = 0;  // sequences ReadyFn held back at the last scheduling
     std::size_t early_stream_requests = 0;  // unknown requests whose stream chunks are kept
+    std::uint64_t loop_turns = 0;  // turns of the engine loop (a step tried, or a wait)
     // The engine waits for the inbox: no sequence, or none that can take a step.
     bool idle = true;
 };
@@ -226,8 +231,9 @@ class ArScheduler final : public pipeline::Scheduler {
     void handle_stream_message(pipeline::IncomingMessage message);
     void adopt_early_stream(ArSequence& sequence);  // what came before the request
     void drop_early_stream(const std::string& request_id);
-    [[nodiscard]] bool is_ready(const ArSequence& sequence) const;
-    [[nodiscard]] std::size_t count_not_ready() const;
+    void evict_early_streams();  // the oldest, past max_early_stream_chunks
+    // options.ready, counted in counters_.not_ready; a throwing check fails its sequence.
+    [[nodiscard]] bool is_ready(ArSequence& sequence);
     Result<std::unique_ptr<ArSequence>> make_sequence(const pipeline::IncomingMessage& message);
     void apply_aborts();
     // Retires the waiting or running sequences of `ids` as aborted (engine thread).
@@ -274,10 +280,15 @@ class ArScheduler final : public pipeline::Scheduler {
     // Engine thread only.
     std::unordered_map<std::string, std::unique_ptr<ArSequence>> sequences_;
     std::deque<ArSequence*> waiting_;
-    // Stream inputs of requests not seen yet (accept_streams), their chunk count, and the ids
-    // of requests that ended here (their late chunks are dropped, not kept as early ones).
+    ArSequence* unadmitted_ = nullptr;  // schedule(): a ready request the blocks did not admit
+    // Stream inputs of requests not seen yet (accept_streams), in arrival order (may hold ids
+    // already adopted or dropped), their chunk count, the ids whose early chunks were evicted
+    // (their requests fail if they come), and the ids of requests that ended here (their late
+    // chunks are dropped, not kept as early ones).
     std::unordered_map<std::string, StreamInput> early_streams_;
+    std::deque<std::string> early_order_;
     std::size_t early_chunks_ = 0;
+    pipeline::RecentRequestIds evicted_ids_;
     pipeline::RecentRequestIds ended_ids_;
     std::vector<ArSequence*> running_;  // in admission order
     std::uint64_t seed_state_ = 0;

@@ -37,6 +37,8 @@ struct StreamInputChunk {
 // The input streams of a request (ArSchedulerOptions::accept_streams): what the stages whose
 // stream_to names this stage sent for it, in arrival order (chunks that came before the request
 // itself included). The hooks take the chunks they use (pop_front); the engine only appends.
+// After a preemption the sequence's positions are computed again, but taken chunks do not come
+// back: a hook that needs them again keeps them (e.g. in hook_state()).
 struct StreamInput {
     std::deque<StreamInputChunk> chunks;  // received and not taken yet
     std::int64_t received = 0;            // chunks received in all
@@ -69,8 +71,10 @@ class ArSequence {
     [[nodiscard]] const SamplingParams& sampling_params() const { return sampling_.params(); }
     // The hooks' own per-request state (empty at first; kept until the request leaves).
     [[nodiscard]] std::any& hook_state() { return hook_state_; }
+    [[nodiscard]] const std::any& hook_state() const { return hook_state_; }
     // What FeedbackStrategy::extract_output returned for this request at its last step.
     [[nodiscard]] std::any& feedback() { return feedback_; }
+    [[nodiscard]] const std::any& feedback() const { return feedback_; }
     // The request's input streams (empty unless the stage accepts streams).
     [[nodiscard]] StreamInput& stream_input() { return stream_input_; }
     [[nodiscard]] const StreamInput& stream_input() const { return stream_input_; }

@@ -62,6 +62,8 @@ void ArScheduler::preempt(ArSequence& sequence) {
 
 std::vector<ArScheduler::Scheduled> ArScheduler::schedule() {
     std::vector<Scheduled> plan;
+    counters_.not_ready = 0;  // counted by is_ready
+    unadmitted_ = nullptr;
     std::int64_t prefill_budget = options_.max_prefill_tokens;
     bool preempted = false;
     const std::int32_t block_size = options_.block_size;
@@ -70,6 +72,10 @@ std::vector<ArScheduler::Scheduled> ArScheduler::schedule() {
     for (std::size_t i = 0; i < running_.size();) {
         ArSequence& sequence = *running_[i];
         if (!is_ready(sequence)) {  // waits for its input streams; keeps its blocks
+            if (sequence.status_ != SequenceStatus::running) {  // its ready check threw
+                running_.erase(running_.begin() + static_cast<std::ptrdiff_t>(i));
+                continue;
+            }
             ++i;
             continue;
         }
@@ -115,6 +121,10 @@ std::vector<ArScheduler::Scheduled> ArScheduler::schedule() {
                                 options_.max_running_requests;) {
         ArSequence& sequence = *waiting_[w];
         if (!is_ready(sequence)) {
+            if (sequence.status_ != SequenceStatus::waiting) {  // its ready check threw
+                waiting_.erase(waiting_.begin() + static_cast<std::ptrdiff_t>(w));
+                continue;
+            }
             ++w;
             continue;
         }
@@ -132,6 +142,7 @@ std::vector<ArScheduler::Scheduled> ArScheduler::schedule() {
             running_.empty() ? 0 : static_cast<std::size_t>(watermark_blocks_);
         if (!ensure_free_blocks(need + reserve)) {
             allocator_->release(blocks);
+            unadmitted_ = &sequence;
             break;
         }
         auto fresh = allocator_->allocate(need);
@@ -160,21 +171,18 @@ std::vector<ArScheduler::Scheduled> ArScheduler::schedule() {
 
 bool ArScheduler::step() {
     const std::uint64_t preemptions = counters_.preemptions;
+    const std::uint64_t failures = counters_.failed_requests;  // a throwing ready check
     std::vector<Scheduled> plan = schedule();
     if (plan.empty()) {
-        // After a preemption the next step admits again. Sequences that are not ready wait for
-        // the inbox. Otherwise this cannot happen while the admission checks hold (a request
-        // alone always fits): fail the first ready one rather than spin.
-        if (counters_.preemptions != preemptions) return true;
-        if (!running_.empty()) return false;  // none of them is ready
-        for (ArSequence* sequence : waiting_) {
-            if (!is_ready(*sequence)) continue;
-            fail_sequence(*sequence,
+        // After a preemption the next step admits again; sequences that are not ready wait for
+        // the inbox. A ready request that does not fit while nothing runs cannot happen while
+        // the admission checks hold (a request alone always fits): fail it rather than spin.
+        if (running_.empty() && unadmitted_ != nullptr && counters_.preemptions == preemptions) {
+            fail_sequence(*unadmitted_,
                           Error{ErrorCode::internal, "the request could not be scheduled"});
-            sweep();
-            return true;
         }
-        return false;
+        sweep();
+        return counters_.preemptions != preemptions || counters_.failed_requests != failures;
     }
     run_batch(std::move(plan));
     sweep();

@@ -2,6 +2,7 @@
 // (ArSchedulerOptions::ready). Runs on the engine thread.
 #include <spdlog/spdlog.h>
 
+#include <exception>
 #include <string>
 #include <utility>
 
@@ -39,29 +40,38 @@ void ArScheduler::handle_stream_message(pipeline::IncomingMessage message) {
         add_to(found->second->stream_input_, message);
         return;
     }
-    // Before its request: kept for it, within the bound over all such requests.
+    // Before its request: kept for it. Past the bound the oldest such requests lose theirs
+    // (their requests may never come here: a route can send them elsewhere); one of them that
+    // does come later fails then.
     auto early = early_streams_.find(id);
-    if (is_chunk && early_chunks_ >= options_.max_early_stream_chunks) {
-        if (early != early_streams_.end()) {
-            early_chunks_ -= early->second.chunks.size();
-            early_streams_.erase(early);
-        }
-        ended_ids_.insert(id);
-        ++counters_.failed_requests;
-        outbox_.push(pipeline::OutgoingMessage{
-            .request_id = id,
-            .kind = pipeline::OutgoingKind::error,
-            .error = Error{ErrorCode::resource_exhausted,
-                           "stage '" + options_.stage_name + "': more than " +
-                               std::to_string(options_.max_early_stream_chunks) +
-                               " stream chunks are waiting for requests that have not arrived; "
-                               "request '" + id + "' fails (its chunk came from '" +
-                               message.from_stage + "')"}});
-        return;
+    if (early == early_streams_.end()) {
+        early = early_streams_.try_emplace(id).first;
+        early_order_.push_back(id);
     }
-    if (early == early_streams_.end()) early = early_streams_.try_emplace(id).first;
     if (is_chunk) ++early_chunks_;
     add_to(early->second, message);
+    evict_early_streams();
+}
+
+void ArScheduler::evict_early_streams() {
+    const std::size_t limit = options_.max_early_stream_chunks;
+    while ((early_chunks_ > limit || early_streams_.size() > limit) && !early_order_.empty()) {
+        const std::string id = std::move(early_order_.front());
+        early_order_.pop_front();
+        auto oldest = early_streams_.find(id);
+        if (oldest == early_streams_.end()) continue;  // adopted or dropped since
+        spdlog::warn("stage '{}': dropping the {} early stream chunks of request '{}' (more than "
+                     "{} chunks or requests wait for requests that have not arrived)",
+                     options_.stage_name, oldest->second.chunks.size(), id, limit);
+        early_chunks_ -= oldest->second.chunks.size();
+        early_streams_.erase(oldest);
+        evicted_ids_.insert(id);
+    }
+    // Ids adopted or dropped stay in the order until they reach its front; keep it small.
+    if (early_order_.size() > 2 * early_streams_.size() + 64) {
+        std::erase_if(early_order_,
+                      [&](const std::string& id) { return !early_streams_.contains(id); });
+    }
 }
 
 void ArScheduler::adopt_early_stream(ArSequence& sequence) {
@@ -79,16 +89,19 @@ void ArScheduler::drop_early_stream(const std::string& request_id) {
     early_streams_.erase(early);
 }
 
-bool ArScheduler::is_ready(const ArSequence& sequence) const {
-    return !options_.ready || options_.ready(sequence);
-}
-
-std::size_t ArScheduler::count_not_ready() const {
-    if (!options_.ready) return 0;
-    std::size_t count = 0;
-    for (const ArSequence* sequence : running_) count += is_ready(*sequence) ? 0 : 1;
-    for (const ArSequence* sequence : waiting_) count += is_ready(*sequence) ? 0 : 1;
-    return count;
+bool ArScheduler::is_ready(ArSequence& sequence) {
+    if (!options_.ready) return true;
+    bool ready = false;
+    try {
+        ready = options_.ready(sequence);
+    } catch (const std::exception& error) {
+        fail_sequence(sequence, Error{ErrorCode::internal, "stage '" + options_.stage_name +
+                                                               "': the ready check threw: " +
+                                                               error.what()});
+        return false;
+    }
+    if (!ready) ++counters_.not_ready;
+    return ready;
 }
 
 }  // namespace omnirt::engine

@@ -1,12 +1,14 @@
 // ArScheduler input streams (accept_streams) and the ready gate, with the FakeModel: a
 // talker-like request takes one chunk of its input stream per step, waits (keeping its blocks,
 // without spinning) while no chunk is there, and goes on alone after stream_done; chunks that
-// come before the request are kept for it (bounded); aborts free a waiting request at once.
+// come before the request are kept for it (bounded: the oldest go first, and their request fails
+// if it comes); aborts free a waiting request at once.
 #include <ATen/ops/zeros.h>
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -123,8 +125,17 @@ TEST(ArSchedulerStreamInputTest, EachStepTakesAChunkAndWaitsForTheNext) {
     EXPECT_EQ(harness.outputs["other"].output_ids(), expected_greedy(other_prompt, 4));
     EXPECT_FALSE(harness.outputs["talker"].result.has_value());
 
-    for (std::int64_t i = 3; i < 5; ++i) send_chunk(harness, "talker", i, values[i]);
-    ASSERT_TRUE(harness.wait_for_chunks("talker", 5));
+    // One chunk at a time: the engine wakes for it, steps, tries once more and waits again
+    // (a loop that spun instead would count many turns).
+    const std::uint64_t base = wait_quiet_after(harness, 0);
+    const std::uint64_t turns = harness.scheduler().stats().loop_turns;
+    for (std::int64_t i = 3; i < 5; ++i) {
+        send_chunk(harness, "talker", i, values[i]);
+        ASSERT_TRUE(harness.wait_for_chunks("talker", static_cast<std::size_t>(i) + 1));
+        EXPECT_EQ(wait_quiet_after(harness, base + static_cast<std::uint64_t>(i) - 2),
+                  base + static_cast<std::uint64_t>(i) - 2);
+    }
+    EXPECT_LE(harness.scheduler().stats().loop_turns, turns + 8);
     send_done(harness, "talker");  // the rest of the output needs no input
     ASSERT_TRUE(harness.wait_for_ends(1));
     const RequestOutput& output = harness.outputs["talker"];
@@ -217,26 +228,58 @@ TEST(ArSchedulerStreamInputTest, LateChunksOfAnEndedRequestAreNotKept) {
     EXPECT_TRUE(harness.wait_idle_and_clean());
 }
 
-TEST(ArSchedulerStreamInputTest, TooManyEarlyChunksFailTheRequestThatOverflows) {
+TEST(ArSchedulerStreamInputTest, PastTheBoundTheOldestEarlyChunksGoAndTheirRequestFails) {
     ArSchedulerOptions options = stream_options();
     options.max_early_stream_chunks = 4;
     Harness harness(std::move(options), {});
-    for (std::int64_t i = 0; i < 4; ++i) send_chunk(harness, "first", i, i + 1);
-    send_chunk(harness, "second", 0, 9);
+    // "gone" never comes (a route took it elsewhere); "first" comes later.
+    for (std::int64_t i = 0; i < 3; ++i) send_chunk(harness, "gone", i, i + 1);
+    for (std::int64_t i = 0; i < 2; ++i) send_chunk(harness, "first", i, i + 7);
+    ASSERT_TRUE(harness.scheduler().wait_for_stats(
+        [](const ArSchedulerStats& stats) { return stats.early_stream_requests == 1; },
+        kHangGuard));  // "gone" was evicted: 5 chunks > 4
+    // Done signals alone count as requests: four more requests push "first" out too.
+    for (int i = 0; i < 4; ++i) send_done(harness, "done-only-" + std::to_string(i));
+    ASSERT_TRUE(harness.scheduler().wait_for_stats(
+        [](const ArSchedulerStats& stats) { return stats.early_stream_requests == 4; },
+        kHangGuard));
+    // Nothing failed on the way; "first" fails when it comes, with the reason.
+    EXPECT_EQ(harness.scheduler().stats().failed_requests, 0u);
+    harness.submit("first", make_prompt(4, 28), params_max_tokens(5));
     ASSERT_TRUE(harness.wait_for_ends(1));
-    const RequestOutput& failed = harness.outputs["second"];
+    const RequestOutput& failed = harness.outputs["first"];
     ASSERT_TRUE(failed.error.has_value());
     EXPECT_EQ(failed.error->code, ErrorCode::resource_exhausted);
-    EXPECT_NE(failed.error->message.find("more than 4 stream chunks"), std::string::npos)
+    EXPECT_NE(failed.error->message.find("stream chunks that came before this request were "
+                                         "dropped"),
+              std::string::npos)
         << failed.error->message;
-    EXPECT_NE(failed.error->message.find("'thinker'"), std::string::npos);
-    // The first request keeps its chunks.
-    const auto prompt = make_prompt(4, 28);
-    harness.submit("first", prompt, params_max_tokens(5));
-    send_done(harness, "first");
+    // A request whose early input survived runs on it.
+    const auto prompt = make_prompt(4, 29);
+    harness.submit("done-only-3", prompt, params_max_tokens(3));
     ASSERT_TRUE(harness.wait_for_ends(1));
-    EXPECT_EQ(harness.outputs["first"].output_ids(), expected_fed(prompt, {1, 2, 3, 4}, 5));
-    EXPECT_EQ(harness.scheduler().stats().early_stream_requests, 0u);
+    EXPECT_EQ(harness.outputs["done-only-3"].output_ids(), expected_greedy(prompt, 3));
+    EXPECT_EQ(harness.scheduler().stats().early_stream_requests, 3u);
+    EXPECT_TRUE(harness.wait_idle_and_clean());
+}
+
+TEST(ArSchedulerStreamInputTest, AThrowingReadyCheckFailsItsRequestOnly) {
+    ArSchedulerOptions options = stream_options();
+    options.ready = [](const ArSequence& sequence) -> bool {
+        if (sequence.request_id() == "bad") throw std::runtime_error("no state for this one");
+        return has_input(sequence);
+    };
+    Harness harness(std::move(options), {});
+    harness.submit("bad", make_prompt(4, 30), params_max_tokens(3));
+    const auto prompt = make_prompt(5, 31);
+    harness.submit("good", prompt, params_max_tokens(3));
+    send_done(harness, "good");
+    ASSERT_TRUE(harness.wait_for_ends(2));
+    ASSERT_TRUE(harness.outputs["bad"].error.has_value());
+    EXPECT_NE(harness.outputs["bad"].error->message.find("the ready check threw: no state"),
+              std::string::npos)
+        << harness.outputs["bad"].error->message;
+    EXPECT_EQ(harness.outputs["good"].output_ids(), expected_greedy(prompt, 3));
     EXPECT_TRUE(harness.wait_idle_and_clean());
 }
 

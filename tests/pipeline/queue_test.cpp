@@ -162,6 +162,15 @@ TEST(BlockingQueueTest, InterruptEndsABlockedPopInterruptibleOnceAndIsNeverLost)
     queue.interrupt();
     ASSERT_TRUE(queue.push(9));
     EXPECT_EQ(queue.pop(), 9);
+    // One interrupt ends one wait: the next one blocks until an item comes. (A wait that
+    // ended at once would show here; the 50 ms can only hide a bug on a loaded machine, never
+    // fail a correct queue.)
+    EXPECT_EQ(queue.pop_interruptible(), std::nullopt);  // the interrupt left above
+    auto blocked = std::async(std::launch::async, [&] { return queue.pop_interruptible(); });
+    EXPECT_EQ(blocked.wait_for(50ms), std::future_status::timeout);
+    ASSERT_TRUE(queue.push(10));
+    ASSERT_EQ(blocked.wait_for(kHangGuard), std::future_status::ready);
+    EXPECT_EQ(blocked.get(), 10);
 }
 
 TEST(BlockingQueueTest, RemoveIfCountsAndFreesSpaceForBlockedPushers) {
