@@ -35,7 +35,9 @@ void ArScheduler::handle_stream_message(pipeline::IncomingMessage message) {
         return;
     }
     const std::string& id = message.request_id;
-    if (is_aborted(id) || ended_ids_.contains(id)) return;  // the request left: nothing to feed
+    // The request left (nothing to feed), or its early chunks were evicted (it fails if it
+    // comes; keeping these would push the next oldest out).
+    if (is_aborted(id) || ended_ids_.contains(id) || evicted_ids_.contains(id)) return;
     if (auto found = sequences_.find(id); found != sequences_.end()) {
         add_to(found->second->stream_input_, message);
         return;

@@ -254,11 +254,15 @@ TEST(ArSchedulerStreamInputTest, PastTheBoundTheOldestEarlyChunksGoAndTheirReque
                                          "dropped"),
               std::string::npos)
         << failed.error->message;
-    // A request whose early input survived runs on it.
+    // A late chunk of an evicted request is dropped, not kept (it would push "done-only-0" out),
+    // and a request whose early input survived runs on it.
+    send_chunk(harness, "gone", 3, 9);
     const auto prompt = make_prompt(4, 29);
-    harness.submit("done-only-3", prompt, params_max_tokens(3));
+    harness.submit("done-only-0", prompt, params_max_tokens(3));
     ASSERT_TRUE(harness.wait_for_ends(1));
-    EXPECT_EQ(harness.outputs["done-only-3"].output_ids(), expected_greedy(prompt, 3));
+    ASSERT_FALSE(harness.outputs["done-only-0"].error.has_value())
+        << harness.outputs["done-only-0"].error->to_string();
+    EXPECT_EQ(harness.outputs["done-only-0"].output_ids(), expected_greedy(prompt, 3));
     EXPECT_EQ(harness.scheduler().stats().early_stream_requests, 3u);
     EXPECT_TRUE(harness.wait_idle_and_clean());
 }
