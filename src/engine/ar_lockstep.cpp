@@ -21,7 +21,7 @@
 // that hold stream chunks of requests not seen yet wait the same way (an abort drops them).
 //
 // Stop: stop() closes the inbox but leaves the queued messages. A stopping rank with nothing
-// received and no sequence leaves at once: its peers are idle at the same point and will not
+// received, no sequence and no early stream chunks leaves at once: its peers are idle at the same point and will not
 // agree again (rank 0 forwards every message before it queues it, so a peer cannot hold a
 // message rank 0 lacks once rank 0's inbox is closed). Otherwise its peers will come to the next
 // agreement, which tells everyone to stop; when rank 0 is the one stopping, the others leave too
@@ -85,7 +85,11 @@ void ArScheduler::lockstep_loop() {
             received_.push_back(std::move(*message));
         }
         const bool stopping = stopping_.load();
-        if (stopping && !stepped && sequences_.empty() && received_.empty()) return;
+        // (With early stream chunks the peers poll; they learn of the stop by agreeing.)
+        if (stopping && !stepped && sequences_.empty() && received_.empty() &&
+            early_streams_.empty()) {
+            return;
+        }
 
         LockstepProposal proposal{.received_messages = handled_messages_ + received_.size(),
                                   .stopping = stopping,

@@ -129,7 +129,8 @@ Result<std::unique_ptr<ArScheduler>> ArScheduler::create(ArSchedulerOptions opti
 ArScheduler::ArScheduler(ArSchedulerOptions options, std::unique_ptr<ModelRunner> model)
     : pipeline::Scheduler(options.inbox_capacity, options.outbox_capacity),
       options_(std::move(options)),
-      model_(std::move(model)) {
+      model_(std::move(model)),
+      evicted_ids_(std::max<std::size_t>(4096, options_.max_early_stream_chunks)) {
     const auto blocks = static_cast<std::int32_t>(options_.num_kv_blocks);
     allocator_ = std::make_unique<BlockAllocator>(blocks);
     if (options_.enable_prefix_cache) {
@@ -294,12 +295,14 @@ void ArScheduler::handle_message(pipeline::IncomingMessage message) {
         return;
     }
     if (is_aborted(message.request_id)) return;
-    if (sequences_.contains(message.request_id) || ended_ids_.contains(message.request_id)) {
-        spdlog::warn("stage '{}': dropping a second new_request for request '{}'",
+    if (sequences_.contains(message.request_id)) {
+        spdlog::warn("stage '{}': dropping a second new_request for running request '{}'",
                      options_.stage_name, message.request_id);
         return;
     }
+    ended_ids_.erase(message.request_id);  // an id may come again once its request ended
     if (evicted_ids_.contains(message.request_id)) {
+        evicted_ids_.erase(message.request_id);
         ended_ids_.insert(message.request_id);
         ++counters_.failed_requests;
         outbox_.push(pipeline::OutgoingMessage{

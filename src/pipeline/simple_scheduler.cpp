@@ -18,6 +18,11 @@ void RecentRequestIds::insert(const std::string& request_id) {
     }
 }
 
+void RecentRequestIds::erase(const std::string& request_id) {
+    if (ids_.erase(request_id) == 0) return;
+    std::erase(order_, request_id);
+}
+
 bool RecentRequestIds::contains(const std::string& request_id) const {
     return ids_.contains(request_id);
 }

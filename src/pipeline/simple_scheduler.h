@@ -58,6 +58,7 @@ class RecentRequestIds {
   public:
     explicit RecentRequestIds(std::size_t capacity = 4096) : capacity_(capacity) {}
     void insert(const std::string& request_id);
+    void erase(const std::string& request_id);  // linear in the capacity
     [[nodiscard]] bool contains(const std::string& request_id) const;
     [[nodiscard]] std::size_t size() const { return ids_.size(); }
 

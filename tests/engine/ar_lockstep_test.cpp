@@ -74,6 +74,10 @@ class MemoryGroup {
         std::lock_guard lock(mutex_);
         return agreements_;
     }
+    bool broken() const {
+        std::lock_guard lock(mutex_);
+        return broken_.has_value();
+    }
 
   private:
     const int size_;
@@ -275,6 +279,25 @@ TEST(ArLockstepTest, RanksWaitingForInputStreamsStillTakeRankZerosAborts) {
         EXPECT_EQ(rank->scheduler().stats().aborted_requests, 1u);
     }
     EXPECT_EQ(ranks.leader.scheduler().stats().steps, ranks.follower.scheduler().stats().steps);
+}
+
+TEST(ArLockstepTest, StoppingRanksThatHoldEarlyStreamChunksEndsTheGroupCleanly) {
+    TwoRanks ranks({.num_blocks = 256, .block_size = 16}, {}, /*streams=*/true);
+    ranks.stream("orphan", /*done=*/false);  // a request that never comes here
+    for (Harness* rank : {&ranks.leader, &ranks.follower}) {
+        ASSERT_TRUE(rank->scheduler().wait_for_stats(
+            [](const ArSchedulerStats& stats) { return stats.early_stream_requests == 1; },
+            std::chrono::seconds(60)));
+    }
+    // Rank 0 must agree once more (its peer polls), not leave alone: the follower learns of
+    // the stop from that agreement and leaves by itself (releasing what it held). Left alone,
+    // it would wait in the collective until its own stop() cancels the group.
+    ranks.leader.scheduler().stop();
+    EXPECT_TRUE(ranks.follower.scheduler().wait_for_stats(
+        [](const ArSchedulerStats& stats) { return stats.early_stream_requests == 0; },
+        std::chrono::seconds(60)));
+    ranks.follower.scheduler().stop();
+    EXPECT_FALSE(ranks.group.broken());
 }
 
 TEST(ArLockstepTest, StoppingRankZeroStopsTheGroupWhileBusyOrIdle) {

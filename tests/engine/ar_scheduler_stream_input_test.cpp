@@ -267,6 +267,25 @@ TEST(ArSchedulerStreamInputTest, PastTheBoundTheOldestEarlyChunksGoAndTheirReque
     EXPECT_TRUE(harness.wait_idle_and_clean());
 }
 
+TEST(ArSchedulerStreamInputTest, AnIdCanComeAgainOnceItsRequestEnded) {
+    for (const bool streams : {false, true}) {
+        Harness harness(streams ? stream_options() : ArSchedulerOptions{}, {});
+        const auto prompt = make_prompt(5, 32);
+        for (int round = 0; round < 2; ++round) {
+            harness.submit("again", prompt, params_max_tokens(3));
+            if (streams) send_chunk(harness, "again", 0, 12 + round);
+            if (streams) send_done(harness, "again");
+            ASSERT_TRUE(harness.wait_for_ends(1)) << streams << " round " << round;
+            ASSERT_FALSE(harness.outputs["again"].error.has_value());
+            EXPECT_EQ(harness.outputs["again"].output_ids(),
+                      streams ? expected_fed(prompt, {12 + round}, 3) : expected_greedy(prompt, 3))
+                << streams << " round " << round;
+            harness.outputs.erase("again");
+        }
+        EXPECT_TRUE(harness.wait_idle_and_clean());
+    }
+}
+
 TEST(ArSchedulerStreamInputTest, AThrowingReadyCheckFailsItsRequestOnly) {
     ArSchedulerOptions options = stream_options();
     options.ready = [](const ArSequence& sequence) -> bool {

@@ -101,11 +101,12 @@ TEST_P(SmallBatchLinear, OneRowOverManyChunksMatchesItsRowInABatch) {
 TEST_P(SmallBatchLinear, ReadsStridedRows) {
     const at::ScalarType type = GetParam();
     at::manual_seed(5);
-    // The second half of each row of a wider tensor (as swiglu_mlp passes its gate / up halves).
-    const at::Tensor wide = at::randn({9, 256}).to(type);
-    const at::Tensor x = wide.narrow(1, 128, 128);
+    // The second half of each row of a wider tensor (as swiglu_mlp passes its gate / up halves),
+    // 100 wide: a tail after the full steps of 32 (and 16).
+    const at::Tensor wide = at::randn({9, 228}).to(type);
+    const at::Tensor x = wide.narrow(1, 128, 100);
     ASSERT_FALSE(x.is_contiguous());
-    const at::Tensor weight = (at::randn({33, 128}) * 0.1).to(type);
+    const at::Tensor weight = (at::randn({33, 100}) * 0.1).to(type);
     const at::Tensor y = small_batch_linear(x, weight);
     ASSERT_TRUE(y.defined());
     EXPECT_TRUE(y.equal(small_batch_linear(x.contiguous(), weight)));
