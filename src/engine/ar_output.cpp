@@ -41,10 +41,10 @@ void ArScheduler::emit_chunk(ArSequence& sequence, const Map& fields, const at::
                                                .target = std::move(target)});
     };
     if (options_.stream_to_client) push(fields, std::nullopt);
-    if (options_.stream_targets.empty()) return;
+    if (sequence.stream_targets_.empty()) return;
     Map for_targets = fields;
     if (hidden != nullptr) for_targets.insert_or_assign("hidden", hidden_value(*hidden));
-    for (const std::string& target : options_.stream_targets) push(for_targets, target);
+    for (const std::string& target : sequence.stream_targets_) push(for_targets, target);
 }
 
 void ArScheduler::finish(ArSequence& sequence, const std::string& reason) {

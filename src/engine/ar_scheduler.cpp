@@ -396,6 +396,20 @@ Result<std::unique_ptr<ArSequence>> ArScheduler::make_sequence(
             "detokenizer; they are ignored",
             options_.stage_name, message.request_id);
     }
+    std::vector<std::string> targets = options_.stream_targets;
+    if (options_.stream_targets_for) {
+        Result<std::vector<std::string>> chosen = options_.stream_targets_for(*message.payload);
+        if (!chosen) return fail(chosen.error().with_context("stream_targets_for"));
+        for (const std::string& target : *chosen) {
+            if (std::find(options_.stream_targets.begin(), options_.stream_targets.end(),
+                          target) == options_.stream_targets.end()) {
+                return fail(ErrorCode::invalid_argument,
+                            "stream_targets_for chose '" + target +
+                                "', which is not among the stage's stream targets");
+            }
+        }
+        targets = std::move(*chosen);
+    }
     std::vector<std::string> stops = params.stop;
     SamplingState sampling(std::move(params), splitmix64(seed_state_));
     sampling.add_prompt(prompt);
@@ -403,6 +417,7 @@ Result<std::unique_ptr<ArSequence>> ArScheduler::make_sequence(
                                                         std::move(prompt), std::move(sampling)));
     sequence->max_tokens_ = max_tokens;
     sequence->cache_salt_ = std::move(salt);
+    sequence->stream_targets_ = std::move(targets);
     if (options_.detokenize) sequence->text_.emplace(std::move(stops));
     return sequence;
 }

@@ -98,6 +98,11 @@ using BeforeForwardFn = std::function<Status(ArSequence& sequence, SequenceInput
 // must decide alike).
 using ReadyFn = std::function<bool(const ArSequence& sequence)>;
 
+// The stream targets of one request (ArSchedulerOptions::stream_targets_for). Runs on the
+// engine thread when the request arrives.
+using StreamTargetsFn =
+    std::function<Result<std::vector<std::string>>(const StagePayload& payload)>;
+
 // What FeedbackStrategy::extract_output gives back for one sequence.
 struct StepFeedback {
     std::any state;  // kept as ArSequence::feedback() for the next write_buffers
@@ -140,6 +145,11 @@ struct ArSchedulerOptions {
     PrepareInputFn prepare_input;             // optional: prompts without data.input_ids
     bool stream_to_client = true;
     std::vector<std::string> stream_targets;  // stages of the stage's stream_to
+    // Optional: the stream targets of one request (a subset of stream_targets), chosen when it
+    // arrives; e.g. a thinker streams to its talker only the requests that want audio, so the
+    // talker never holds chunks of requests that will not come. An error, or a target outside
+    // stream_targets, fails the request. Without it every request streams to all of them.
+    StreamTargetsFn stream_targets_for;
     bool stream_hidden = false;      // ask for the last hidden state; "hidden" in target chunks
     BeforeForwardFn before_forward;  // optional
     std::unique_ptr<FeedbackStrategy> feedback;  // optional

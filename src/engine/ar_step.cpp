@@ -202,7 +202,8 @@ void ArScheduler::run_batch(std::vector<Scheduled> plan) {
                           .tokens = std::vector<std::int32_t>(begin, begin + item.tokens),
                           .start_position = sequence.computed_,
                           .block_table = sequence.blocks_,
-                          .want_hidden = options_.stream_hidden});
+                          .want_hidden = options_.stream_hidden &&
+                                         !sequence.stream_targets_.empty()});
     }
     if (options_.before_forward) {
         for (std::size_t k = 0; k < plan.size(); ++k) {
@@ -332,7 +333,12 @@ void ArScheduler::run_batch(std::vector<Scheduled> plan) {
         }
         feedback = std::move(*extracted);
     }
-    const bool hidden_wanted = options_.stream_hidden && !options_.stream_targets.empty();
+    // Hidden states go to the stream targets of the requests that have some.
+    bool hidden_wanted = false;
+    for (const ArSequence* sequence : sampling) {
+        hidden_wanted = hidden_wanted ||
+                        (options_.stream_hidden && !sequence->stream_targets_.empty());
+    }
     if (hidden_wanted && (!output->hidden.defined() || output->hidden.dim() != 2 ||
                           output->hidden.size(0) != static_cast<std::int64_t>(plan.size()))) {
         return fail_all(
@@ -346,10 +352,11 @@ void ArScheduler::run_batch(std::vector<Scheduled> plan) {
             sequence.feedback_ = std::move(feedback[i].state);
             extra = std::move(feedback[i].chunk);
         }
+        const bool row_hidden = hidden_wanted && !sequence.stream_targets_.empty();
         at::Tensor hidden;
-        if (hidden_wanted) hidden = output->hidden.select(0, rows[i]);
+        if (row_hidden) hidden = output->hidden.select(0, rows[i]);
         append_token(sequence, (*sampled)[i].token, (*sampled)[i], std::move(extra),
-                     hidden_wanted ? &hidden : nullptr);
+                     row_hidden ? &hidden : nullptr);
     }
 }
 

@@ -209,6 +209,46 @@ TEST(ArSchedulerHooksTest, HiddenStatesGoToStreamTargetsOnly) {
     EXPECT_EQ(quiet.outputs["q"].target_chunks.at("talker")[0].find("hidden"), nullptr);
 }
 
+TEST(ArSchedulerHooksTest, StreamTargetsChosenPerRequest) {
+    // Like a thinker that streams to its talker only the requests that want audio.
+    auto choose = [](const StagePayload& payload) -> Result<std::vector<std::string>> {
+        const Value* wanted = payload.data.find("targets");
+        if (wanted == nullptr) return std::vector<std::string>{};
+        if (!wanted->is_string()) return fail(ErrorCode::invalid_argument, "targets: a string");
+        if (wanted->as_string().empty()) return std::vector<std::string>{"talker"};
+        return std::vector<std::string>{wanted->as_string()};
+    };
+    Harness harness({.stream_targets = {"talker", "other"},
+                     .stream_targets_for = choose,
+                     .stream_hidden = true},
+                    {});
+    const auto prompt = make_prompt(6, 12);
+    harness.submit("audio", prompt, params_max_tokens(4), Map{{"targets", Value("")}});
+    harness.submit("text", prompt, params_max_tokens(4));
+    harness.submit("unknown", prompt, params_max_tokens(4), Map{{"targets", Value("vocoder")}});
+    harness.submit("bad", prompt, params_max_tokens(4), Map{{"targets", Value(3)}});
+    ASSERT_TRUE(harness.wait_for_ends(4));
+    const RequestOutput& audio = harness.outputs["audio"];
+    EXPECT_EQ(audio.output_ids(), expected_greedy(prompt, 4));
+    ASSERT_EQ(audio.target_chunks.size(), 1u);
+    ASSERT_EQ(audio.target_chunks.at("talker").size(), 4u);
+    EXPECT_NE(audio.target_chunks.at("talker")[0].find("hidden"), nullptr);
+    const RequestOutput& text = harness.outputs["text"];
+    EXPECT_EQ(text.output_ids(), expected_greedy(prompt, 4));
+    EXPECT_EQ(text.client_chunks.size(), 4u);
+    EXPECT_TRUE(text.target_chunks.empty());
+    ASSERT_TRUE(harness.outputs["unknown"].error.has_value());
+    EXPECT_NE(harness.outputs["unknown"].error->message.find(
+                  "stream_targets_for chose 'vocoder', which is not among"),
+              std::string::npos)
+        << harness.outputs["unknown"].error->message;
+    ASSERT_TRUE(harness.outputs["bad"].error.has_value());
+    EXPECT_NE(harness.outputs["bad"].error->message.find("stream_targets_for: targets: a string"),
+              std::string::npos)
+        << harness.outputs["bad"].error->message;
+    EXPECT_TRUE(harness.wait_idle_and_clean());
+}
+
 TEST(ArSchedulerHooksTest, AFailedForwardFailsItsStepAndFreesTheBlocks) {
     Harness harness({.enable_prefix_cache = false}, {.num_blocks = 64, .block_size = 4});
     harness.model().fail_next_forward();
