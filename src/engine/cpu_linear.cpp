@@ -1,5 +1,6 @@
 #include "engine/cpu_linear.h"
 
+#include "engine/cpu_vector.h"
 #include "engine/lane_sums.h"
 
 #include <ATen/ATen.h>
@@ -75,10 +76,10 @@ OMNIRT_TARGET_BF16 void bfloat16_tile(const std::uint16_t* x, std::int64_t x_str
     if (k < in) bfloat16_step(acc, x, x_stride, w, in, k, (__mmask32{1} << (in - k)) - 1);
     if constexpr (MR == 4 && NR == 4) {
         // A full tile: its 16 sums reduced together, each row's four stored at once.
-        const __m512 sums =
-            detail::sum_lanes16({acc[0][0], acc[0][1], acc[0][2], acc[0][3], acc[1][0], acc[1][1],
-                                 acc[1][2], acc[1][3], acc[2][0], acc[2][1], acc[2][2], acc[2][3],
-                                 acc[3][0], acc[3][1], acc[3][2], acc[3][3]});
+        const __m512 sums = engine::detail::sum_lanes16(
+            {acc[0][0], acc[0][1], acc[0][2], acc[0][3], acc[1][0], acc[1][1], acc[1][2], acc[1][3],
+             acc[2][0], acc[2][1], acc[2][2], acc[2][3], acc[3][0], acc[3][1], acc[3][2],
+             acc[3][3]});
         _mm_storeu_ps(y, _mm512_castps512_ps128(sums));
         _mm_storeu_ps(y + y_stride, _mm512_extractf32x4_ps(sums, 1));
         _mm_storeu_ps(y + 2 * y_stride, _mm512_extractf32x4_ps(sums, 2));
@@ -231,7 +232,7 @@ OMNIRT_TARGET_BF16 void bfloat16_rows_stream(const std::uint16_t* x, std::int64_
         for (int m = 0; m < R; ++m) {
             float* out = y + m * y_stride + n;
             if (count == kRowGroup) {
-                _mm512_storeu_ps(out, detail::sum_lanes16(sums[m]));
+                _mm512_storeu_ps(out, engine::detail::sum_lanes16(sums[m]));
             } else {
                 for (int r = 0; r < count; ++r) out[r] = _mm512_reduce_add_ps(sums[m][r]);
             }
@@ -247,24 +248,13 @@ constexpr std::array<RowsStreamFn, kStreamRows> kRowsStream = {
     bfloat16_rows_stream<4>};
 
 // to[i] = bfloat16(from[i]) for i < count, rounded as the scalar c10::BFloat16 conversion rounds
-// (to nearest even, NaN to 0x7FC0): the values of an at::Tensor::to(kBFloat16) of the float32
-// sums (ATen's vectorized conversion may spell NaN differently).
-OMNIRT_TARGET_BF16 void to_bfloat16(const float* from, std::uint16_t* to, std::int64_t count) {
-    const __m512i one = _mm512_set1_epi32(1);
-    const __m512i half = _mm512_set1_epi32(0x7FFF);
-    const __m512i nan = _mm512_set1_epi32(0x7FC0);
-    for (std::int64_t i = 0; i < count; i += 16) {
-        const auto mask = static_cast<__mmask16>(
-            count - i >= 16 ? 0xFFFF : (1u << static_cast<unsigned>(count - i)) - 1);
-        const __m512 value = _mm512_maskz_loadu_ps(mask, from + i);
-        const __m512i bits = _mm512_castps_si512(value);
-        const __m512i bias =
-            _mm512_add_epi32(_mm512_and_si512(_mm512_srli_epi32(bits, 16), one), half);
-        __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(bits, bias), 16);
-        rounded =
-            _mm512_mask_mov_epi32(rounded, _mm512_cmp_ps_mask(value, value, _CMP_UNORD_Q), nan);
-        _mm512_mask_cvtepi32_storeu_epi16(to + i, mask, rounded);
-    }
+// (cpu_vector.h's store8: to nearest even, NaN to 0x7FC0): the values of an
+// at::Tensor::to(kBFloat16) of the float32 sums (ATen's vectorized conversion may spell NaN
+// differently).
+OMNIRT_KERNEL_CLONES void to_bfloat16(const float* from, c10::BFloat16* to, std::int64_t count) {
+    std::int64_t i = 0;
+    for (; i + 8 <= count; i += 8) store8(to + i, load8(from + i));
+    for (; i < count; ++i) to[i] = static_cast<c10::BFloat16>(from[i]);
 }
 
 #endif  // OMNIRT_HAVE_X86_KERNELS
@@ -311,10 +301,10 @@ at::Tensor small_batch_linear(const at::Tensor& x, const at::Tensor& weight,
         const auto* w_data = reinterpret_cast<const std::uint16_t*>(weight.data_ptr());
         // Without a bias each task rounds its own outputs to bfloat16 (no separate pass).
         at::Tensor rounded;
-        std::uint16_t* rounded_data = nullptr;
+        c10::BFloat16* rounded_data = nullptr;
         if (!bias.defined()) {
             rounded = at::empty({rows, out}, input.options());
-            rounded_data = reinterpret_cast<std::uint16_t*>(rounded.data_ptr());
+            rounded_data = rounded.data_ptr<c10::BFloat16>();
         }
         const auto round_columns = [&](std::int64_t n_begin, std::int64_t n_end) {
             if (rounded_data == nullptr) return;
@@ -338,8 +328,8 @@ at::Tensor small_batch_linear(const at::Tensor& x, const at::Tensor& weight,
                                      const std::int64_t n_begin = chunk * kChunkGroups * kRowGroup;
                                      const std::int64_t n_end =
                                          std::min(out, n_begin + kChunkGroups * kRowGroup);
-                                     stream(x_data, input.stride(0), w_data, in, n_begin,
-                                            n_end, y_data, out);
+                                     stream(x_data, input.stride(0), w_data, in, n_begin, n_end,
+                                            y_data, out);
                                      round_columns(n_begin, n_end);
                                  }
                              });
