@@ -455,9 +455,9 @@ Result<GenerateBenchReport> run_generate_bench(GenerateBenchOptions options) {
             run.run(prompts, options.output_len, "b" + std::to_string(batch) + "-"));
         GenerateBatchResult result =
             measure(run, batch, options, config, sizes, element_bytes, report.bandwidth_gbps);
-        OMNI_TRY(ReadBandwidth after, measure_read_bandwidth({.bytes = bandwidth_bytes,
-                                                             .threads = report.threads,
-                                                             .passes = 2}));
+        OMNI_TRY(ReadBandwidth after,
+                 measure_read_bandwidth(
+                     {.bytes = bandwidth_bytes, .threads = report.threads, .passes = 2}));
         result.bandwidth_after_gbps = after.best_gbps;
         for (const auto& request : run.requests()) {
             if (!request.completed) {

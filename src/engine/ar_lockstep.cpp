@@ -21,12 +21,12 @@
 // that hold stream chunks of requests not seen yet wait the same way (an abort drops them).
 //
 // Stop: stop() closes the inbox but leaves the queued messages. A stopping rank with nothing
-// received, no sequence and no early stream chunks leaves at once: its peers are idle at the same point and will not
-// agree again (rank 0 forwards every message before it queues it, so a peer cannot hold a
-// message rank 0 lacks once rank 0's inbox is closed). Otherwise its peers will come to the next
-// agreement, which tells everyone to stop; when rank 0 is the one stopping, the others leave too
-// (the stage is stopping; their unfinished requests are dropped, as rank 0's are). A rank told
-// that another rank stopped fails its requests instead (broken below). stop() waits
+// received, no sequence and no early stream chunks leaves at once: its peers are idle at the same
+// point and will not agree again (rank 0 forwards every message before it queues it, so a peer
+// cannot hold a message rank 0 lacks once rank 0's inbox is closed). Otherwise its peers will come
+// to the next agreement, which tells everyone to stop; when rank 0 is the one stopping, the others
+// leave too (the stage is stopping; their unfinished requests are dropped, as rank 0's are). A rank
+// told that another rank stopped fails its requests instead (broken below). stop() waits
 // lockstep_stop_grace for the loop to end and then cancels the group's collectives (a peer that no
 // longer takes part).
 //

@@ -401,8 +401,8 @@ Result<std::unique_ptr<ArSequence>> ArScheduler::make_sequence(
         Result<std::vector<std::string>> chosen = options_.stream_targets_for(*message.payload);
         if (!chosen) return fail(chosen.error().with_context("stream_targets_for"));
         for (const std::string& target : *chosen) {
-            if (std::find(options_.stream_targets.begin(), options_.stream_targets.end(),
-                          target) == options_.stream_targets.end()) {
+            if (std::find(options_.stream_targets.begin(), options_.stream_targets.end(), target) ==
+                options_.stream_targets.end()) {
                 return fail(ErrorCode::invalid_argument,
                             "stream_targets_for chose '" + target +
                                 "', which is not among the stage's stream targets");

@@ -197,9 +197,9 @@ struct ArSchedulerStats {
     std::uint64_t finished_requests = 0;
     std::uint64_t aborted_requests = 0;
     std::uint64_t failed_requests = 0;
-    std::size_t not_ready = 0;  // sequences ReadyFn held back at the last scheduling
+    std::size_t not_ready = 0;              // sequences ReadyFn held back at the last scheduling
     std::size_t early_stream_requests = 0;  // unknown requests whose stream chunks are kept
-    std::uint64_t loop_turns = 0;  // turns of the engine loop (a step tried, or a wait)
+    std::uint64_t loop_turns = 0;           // turns of the engine loop (a step tried, or a wait)
     // The engine waits for the inbox: no sequence, or none that can take a step.
     bool idle = true;
 };

@@ -101,8 +101,8 @@ class ArSequence {
     bool prefix_cache_ = true;
     SequenceStatus status_ = SequenceStatus::waiting;
     std::vector<BlockId> blocks_;
-    std::size_t blocks_in_tree_ = 0;  // leading blocks_ known to the prefix cache
-    std::vector<float> logprobs_;     // of the output tokens, when asked for
+    std::size_t blocks_in_tree_ = 0;           // leading blocks_ known to the prefix cache
+    std::vector<float> logprobs_;              // of the output tokens, when asked for
     std::vector<std::string> stream_targets_;  // of the stage's, chosen for this request
     std::map<std::optional<std::string>, std::int64_t> next_chunk_id_;  // per stream target
     pipeline::Clock::time_point enqueued_at_;

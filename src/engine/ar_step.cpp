@@ -116,9 +116,9 @@ std::vector<ArScheduler::Scheduled> ArScheduler::schedule() {
 
     // Admissions, in arrival order (passing over those not ready), unless this step had to
     // preempt (the memory is short).
-    for (std::size_t w = 0; !preempted && w < waiting_.size() && prefill_budget > 0 &&
-                            static_cast<std::int64_t>(running_.size()) <
-                                options_.max_running_requests;) {
+    for (std::size_t w = 0;
+         !preempted && w < waiting_.size() && prefill_budget > 0 &&
+         static_cast<std::int64_t>(running_.size()) < options_.max_running_requests;) {
         ArSequence& sequence = *waiting_[w];
         if (!is_ready(sequence)) {
             if (sequence.status_ != SequenceStatus::waiting) {  // its ready check threw
@@ -197,13 +197,12 @@ void ArScheduler::run_batch(std::vector<Scheduled> plan) {
     for (const Scheduled& item : plan) {
         ArSequence& sequence = *item.sequence;
         const auto begin = sequence.tokens_.begin() + sequence.computed_;
-        inputs.push_back(
-            SequenceInput{.request_id = sequence.request_id_,
-                          .tokens = std::vector<std::int32_t>(begin, begin + item.tokens),
-                          .start_position = sequence.computed_,
-                          .block_table = sequence.blocks_,
-                          .want_hidden = options_.stream_hidden &&
-                                         !sequence.stream_targets_.empty()});
+        inputs.push_back(SequenceInput{
+            .request_id = sequence.request_id_,
+            .tokens = std::vector<std::int32_t>(begin, begin + item.tokens),
+            .start_position = sequence.computed_,
+            .block_table = sequence.blocks_,
+            .want_hidden = options_.stream_hidden && !sequence.stream_targets_.empty()});
     }
     if (options_.before_forward) {
         for (std::size_t k = 0; k < plan.size(); ++k) {
@@ -334,11 +333,10 @@ void ArScheduler::run_batch(std::vector<Scheduled> plan) {
         feedback = std::move(*extracted);
     }
     // Hidden states go to the stream targets of the requests that have some.
-    bool hidden_wanted = false;
-    for (const ArSequence* sequence : sampling) {
-        hidden_wanted = hidden_wanted ||
-                        (options_.stream_hidden && !sequence->stream_targets_.empty());
-    }
+    const bool hidden_wanted =
+        options_.stream_hidden &&
+        std::any_of(sampling.begin(), sampling.end(),
+                    [](const ArSequence* sequence) { return !sequence->stream_targets_.empty(); });
     if (hidden_wanted && (!output->hidden.defined() || output->hidden.dim() != 2 ||
                           output->hidden.size(0) != static_cast<std::int64_t>(plan.size()))) {
         return fail_all(

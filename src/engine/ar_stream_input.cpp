@@ -62,9 +62,10 @@ void ArScheduler::evict_early_streams() {
         early_order_.pop_front();
         auto oldest = early_streams_.find(id);
         if (oldest == early_streams_.end()) continue;  // adopted or dropped since
-        spdlog::warn("stage '{}': dropping the {} early stream chunks of request '{}' (more than "
-                     "{} chunks or requests wait for requests that have not arrived)",
-                     options_.stage_name, oldest->second.chunks.size(), id, limit);
+        spdlog::warn(
+            "stage '{}': dropping the {} early stream chunks of request '{}' (more than "
+            "{} chunks or requests wait for requests that have not arrived)",
+            options_.stage_name, oldest->second.chunks.size(), id, limit);
         early_chunks_ -= oldest->second.chunks.size();
         early_streams_.erase(oldest);
         evicted_ids_.insert(id);
@@ -97,9 +98,9 @@ bool ArScheduler::is_ready(ArSequence& sequence) {
     try {
         ready = options_.ready(sequence);
     } catch (const std::exception& error) {
-        fail_sequence(sequence, Error{ErrorCode::internal, "stage '" + options_.stage_name +
-                                                               "': the ready check threw: " +
-                                                               error.what()});
+        fail_sequence(sequence,
+                      Error{ErrorCode::internal, "stage '" + options_.stage_name +
+                                                     "': the ready check threw: " + error.what()});
         return false;
     }
     if (!ready) ++counters_.not_ready;

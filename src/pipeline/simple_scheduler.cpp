@@ -78,8 +78,7 @@ Result<std::unique_ptr<SimpleScheduler>> SimpleScheduler::create(SimpleScheduler
                     who + "max_batch_size > 1 needs a batch_compute function");
     }
     if (options.inline_when_idle && options.max_batch_size > 1) {
-        return fail(ErrorCode::invalid_argument,
-                    who + "inline_when_idle needs max_batch_size 1");
+        return fail(ErrorCode::invalid_argument, who + "inline_when_idle needs max_batch_size 1");
     }
     if (options.max_batch_wait.count() < 0) {
         return fail(ErrorCode::invalid_argument, who + "max_batch_wait must not be negative");
@@ -124,7 +123,8 @@ void SimpleScheduler::stop() {
     {
         // A computation in try_run_here (another thread) still holds its permit.
         std::unique_lock lock(mutex_);
-        permit_cv_.wait(lock, [&] { return !started_ || free_permits_ == options_.worker_threads; });
+        permit_cv_.wait(lock,
+                        [&] { return !started_ || free_permits_ == options_.worker_threads; });
     }
     outbox_.close();
 }

@@ -129,8 +129,7 @@ struct TwoRanks {
           follower(options(1, connect_error, streams), config),
           leader(options(0, connect_error, streams), config) {}
 
-    ArSchedulerOptions options(int rank, const std::optional<Error>& connect_error,
-                               bool streams) {
+    ArSchedulerOptions options(int rank, const std::optional<Error>& connect_error, bool streams) {
         ArSchedulerOptions options{
             .max_prefill_tokens = 24,  // chunked prompts
             .seed = rank == 0 ? kRankZeroSeed : 99,
@@ -153,11 +152,10 @@ struct TwoRanks {
     // A stream message for both ranks, the follower first.
     void stream(const std::string& id, bool done) {
         for (Harness* rank : {&follower, &leader}) {
-            pipeline::IncomingMessage message{
-                .request_id = id,
-                .kind = done ? pipeline::IncomingKind::stream_done
-                             : pipeline::IncomingKind::stream_chunk,
-                .from_stage = "thinker"};
+            pipeline::IncomingMessage message{.request_id = id,
+                                              .kind = done ? pipeline::IncomingKind::stream_done
+                                                           : pipeline::IncomingKind::stream_chunk,
+                                              .from_stage = "thinker"};
             if (!done) {
                 message.chunk = std::make_shared<const pipeline::StreamChunk>(
                     pipeline::StreamChunk{.chunk = Value(Map{})});

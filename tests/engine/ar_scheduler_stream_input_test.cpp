@@ -69,8 +69,8 @@ std::vector<std::int32_t> expected_fed(const std::vector<std::int32_t>& prompt,
     return out;
 }
 
-void send_chunk(Harness& harness, const std::string& id, std::int64_t chunk_id,
-                std::int64_t value, const std::string& from = "thinker") {
+void send_chunk(Harness& harness, const std::string& id, std::int64_t chunk_id, std::int64_t value,
+                const std::string& from = "thinker") {
     auto chunk = std::make_shared<const pipeline::StreamChunk>(
         pipeline::StreamChunk{.chunk_id = chunk_id, .chunk = Value(Map{{"value", Value(value)}})});
     ASSERT_TRUE(harness.scheduler().inbox().push(
@@ -309,12 +309,12 @@ TEST(ArSchedulerStreamInputTest, AThrowingReadyCheckFailsItsRequestOnly) {
 TEST(ArSchedulerStreamInputTest, AMalformedChunkFailsItsRequestOnly) {
     Harness harness(stream_options(), {});
     harness.submit("bad", make_prompt(4, 29), params_max_tokens(3));
-    ASSERT_TRUE(harness.scheduler().inbox().push(pipeline::IncomingMessage{
-        .request_id = "bad",
-        .kind = pipeline::IncomingKind::stream_chunk,
-        .chunk = std::make_shared<const pipeline::StreamChunk>(
-            pipeline::StreamChunk{.chunk = Value("not a map")}),
-        .from_stage = "thinker"}));
+    ASSERT_TRUE(harness.scheduler().inbox().push(
+        pipeline::IncomingMessage{.request_id = "bad",
+                                  .kind = pipeline::IncomingKind::stream_chunk,
+                                  .chunk = std::make_shared<const pipeline::StreamChunk>(
+                                      pipeline::StreamChunk{.chunk = Value("not a map")}),
+                                  .from_stage = "thinker"}));
     // A message that claims to be a chunk but carries none is dropped.
     ASSERT_TRUE(harness.scheduler().inbox().push(pipeline::IncomingMessage{
         .request_id = "good", .kind = pipeline::IncomingKind::stream_chunk}));
