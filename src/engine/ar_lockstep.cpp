@@ -1,4 +1,4 @@
-// The engine loop of a tensor-parallel rank (ArSchedulerOptions::lockstep, engine/lockstep.h).
+// The engine loop of a tensor-parallel rank (ArEngineConfig::lockstep, engine/lockstep.h).
 //
 // Every rank receives the same inbox messages in the same order (rank 0 forwards its inbox to
 // the others before it queues a message itself, pipeline/tp_group.h). A rank moves messages from
@@ -14,7 +14,7 @@
 // inside the collective until the others receive it too (they will: rank 0 forwards every message
 // it queues).
 //
-// Waiting for input: when every sequence is held back by ArSchedulerOptions::ready (its input
+// Waiting for input: when every sequence is held back by ArEngineConfig::ready (its input
 // streams have not come), a step changes nothing; the ranks then wait for their inbox, but
 // agree every kInputPoll even without a message (the ready decisions are the same on every rank,
 // so all of them wait there, and rank 0's aborts need an agreement to reach the others). Ranks
@@ -51,8 +51,8 @@ constexpr std::chrono::milliseconds kInputPoll{50};
 }  // namespace
 
 void ArScheduler::lockstep_loop() {
-    Lockstep& group = *options_.lockstep;
-    const std::string who = "stage '" + options_.stage_name + "' (TP rank " +
+    Lockstep& group = *config_.lockstep;
+    const std::string who = "stage '" + config_.stage_name + "' (TP rank " +
                             std::to_string(group.rank()) + " of " + std::to_string(group.size()) +
                             ")";
     if (Result<std::uint64_t> seed = group.connect(seed_state_)) {
@@ -206,15 +206,15 @@ void ArScheduler::stop_lockstep() {
     inbox_.close();
     if (!engine_.joinable()) return;
     std::unique_lock lock(exit_mutex_);
-    if (exit_cv_.wait_for(lock, options_.lockstep_stop_grace, [&] { return engine_exited_; })) {
+    if (exit_cv_.wait_for(lock, config_.lockstep_stop_grace, [&] { return engine_exited_; })) {
         return;
     }
     lock.unlock();
     spdlog::warn(
         "stage '{}' (TP rank {}): the engine did not stop together with its peers within {} ms; "
         "cancelling the group's collectives",
-        options_.stage_name, options_.lockstep->rank(), options_.lockstep_stop_grace.count());
-    options_.lockstep->cancel();
+        config_.stage_name, config_.lockstep->rank(), config_.lockstep_stop_grace.count());
+    config_.lockstep->cancel();
 }
 
 }  // namespace omnirt::engine

@@ -1,36 +1,73 @@
 // What the ArScheduler puts into its outbox: stream chunks, results and errors.
 #include <ATen/core/Tensor.h>
-#include <c10/util/Exception.h>
-#include <spdlog/spdlog.h>
 
 #include <utility>
 
 #include "engine/ar_scheduler.h"
-#include "torch_bridge/torch_tensor.h"
+#include "engine/sampling.h"
 
 namespace omnirt::engine {
-namespace {
+void ArScheduler::append_token(ArSequence& sequence, const TokenStep& step, TokenFields fields,
+                               const at::Tensor& feedback, std::span<const std::int32_t> frame) {
+    const std::int32_t token = step.token;
+    const SamplingParams& params = sequence.sampling_.params();
+    const auto position = static_cast<std::int64_t>(sequence.tokens_.size());
+    sequence.tokens_.push_back(token);
+    append_key(sequence, token, feedback);  // ar_content.cpp
+    if (feedback.defined()) {
+        sequence.held_.push_back(
+            ArSequence::HeldRun{.after_layers = 0, .begin = position, .values = feedback});
+    }
+    if (!frame.empty()) {
+        sequence.codes_.insert(sequence.codes_.end(), frame.begin(), frame.end());
+        ++sequence.frames_;
+    }
+    sequence.sampling_.add_output(token);
+    if (params.logprobs) sequence.logprobs_.push_back(step.sample->logprob);
 
-// A host float32 copy of one hidden-state row, as a Value. Null when it cannot be converted.
-Value hidden_value(const at::Tensor& row) {
-    at::Tensor host;
-    try {
-        host = row.to(at::kCPU, at::kFloat, /*non_blocking=*/false, /*copy=*/true).contiguous();
-    } catch (const c10::Error& error) {
-        spdlog::warn("AR scheduler: dropping a hidden state: {}", error.what_without_backtrace());
-        return Value();
+    std::string reason;
+    std::string delta;
+    if (step.stop) {
+        reason = "stop";  // the stop token's text is not part of the output
+    } else if (sequence.text_) {
+        std::string bytes;
+        Status decoded = role_->detokenize(token, bytes);
+        if (!decoded) {
+            return fail_sequence(sequence, decoded.error().with_context(
+                                               "stage '" + config_.stage_name + "': detokenize"));
+        }
+        delta = sequence.text_->append(bytes);
+        if (sequence.text_->stopped()) reason = "stop";
     }
-    Result<Tensor> converted = torch_bridge::from_torch(host);
-    if (!converted) {
-        spdlog::warn("AR scheduler: dropping a hidden state: {}", converted.error().to_string());
-        return Value();
+    if (reason.empty() && (sequence.sampling_.output_count() >= sequence.max_tokens_ ||
+                           static_cast<std::int64_t>(sequence.tokens_.size()) >= max_positions_)) {
+        reason = "length";
     }
-    return Value(std::move(*converted));
+    if (!reason.empty() && sequence.text_) delta += sequence.text_->finish();
+
+    Map all = std::move(fields.all);
+    all.insert_or_assign("token_id", Value(token));
+    all.insert_or_assign("index", Value(sequence.sampling_.output_count() - 1));
+    if (sequence.text_) all.insert_or_assign("text", Value(std::move(delta)));
+    if (!frame.empty()) {
+        all.insert_or_assign(
+            "codes",
+            Value(Tensor::from_vector(std::vector<std::int32_t>(frame.begin(), frame.end()))));
+    }
+    if (params.logprobs) {
+        all.insert_or_assign("logprob", Value(step.sample->logprob));
+        List top;
+        for (const TokenLogprob& entry : step.sample->top) {
+            top.push_back(
+                Value(Map{{"token_id", Value(entry.token)}, {"logprob", Value(entry.logprob)}}));
+        }
+        all.insert_or_assign("top_logprobs", Value(std::move(top)));
+    }
+    emit_chunk(sequence, all, fields.targets);
+    if (!reason.empty()) finish(sequence, reason);
 }
 
-}  // namespace
-
-void ArScheduler::emit_chunk(ArSequence& sequence, const Map& fields, const at::Tensor* hidden) {
+void ArScheduler::emit_chunk(ArSequence& sequence, const Map& fields, const Map& target_fields) {
     auto push = [&](Map chunk, std::optional<std::string> target) {
         std::int64_t& next_id = sequence.next_chunk_id_[target];
         auto stream = std::make_shared<const pipeline::StreamChunk>(
@@ -40,35 +77,31 @@ void ArScheduler::emit_chunk(ArSequence& sequence, const Map& fields, const at::
                                                .chunk = std::move(stream),
                                                .target = std::move(target)});
     };
-    if (options_.stream_to_client) push(fields, std::nullopt);
+    if (config_.stream_to_client) push(fields, std::nullopt);
     if (sequence.stream_targets_.empty()) return;
     Map for_targets = fields;
-    if (hidden != nullptr) for_targets.insert_or_assign("hidden", hidden_value(*hidden));
+    for (const auto& [key, value] : target_fields) for_targets.insert_or_assign(key, value);
     for (const std::string& target : sequence.stream_targets_) push(for_targets, target);
 }
 
 void ArScheduler::finish(ArSequence& sequence, const std::string& reason) {
-    const std::vector<std::int32_t> output(sequence.output().begin(), sequence.output().end());
-    const auto completion_tokens = static_cast<std::int64_t>(output.size());
-    Map data;
-    data.emplace("output_ids", Value(Tensor::from_vector(output)));
-    if (sequence.text_) {
-        // Normally already flushed by the last token; a max_tokens of 0 ends here.
-        static_cast<void>(sequence.text_->finish());
-        data.emplace("text", Value(sequence.text_->text()));
-    }
-    data.emplace("finish_reason", Value(reason));
-    data.emplace("usage", Value(Map{{"prompt_tokens", Value(sequence.prompt_tokens_)},
-                                    {"completion_tokens", Value(completion_tokens)}}));
-    if (sequence.sampling_.params().logprobs) {
-        List logprobs;
-        for (float logprob : sequence.logprobs_) logprobs.push_back(Value(logprob));
-        data.emplace("logprobs", Value(std::move(logprobs)));
+    // Normally already flushed by the last token; a max_tokens of 0 ends here.
+    if (sequence.text_) static_cast<void>(sequence.text_->finish());
+    Result<Map> data = [&]() -> Result<Map> {
+        try {
+            return role_->make_result(sequence, reason);
+        } catch (const std::exception& error) {
+            return fail(ErrorCode::internal, std::string("threw: ") + error.what());
+        }
+    }();
+    if (!data) {
+        return fail_sequence(
+            sequence, data.error().with_context("stage '" + config_.stage_name + "': make_result"));
     }
     auto result =
         std::make_shared<const StagePayload>(StagePayload{.request_id = sequence.request_id_,
                                                           .request = sequence.input_->request,
-                                                          .data = Value(std::move(data))});
+                                                          .data = Value(std::move(*data))});
     // Blocks go back before the result leaves, so whoever sees the result sees them free.
     ++counters_.finished_requests;
     retire(sequence, SequenceStatus::finished);

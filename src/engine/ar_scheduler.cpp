@@ -26,124 +26,91 @@ std::uint64_t splitmix64(std::uint64_t& state) {
     return z ^ (z >> 31);
 }
 
-Result<std::vector<std::int32_t>> tokens_from_tensor(const Tensor& tensor) {
-    const bool shape_ok = tensor.dim() == 1 || (tensor.dim() == 2 && tensor.shape()[0] == 1);
-    if (!shape_ok || (tensor.dtype() != DType::i32 && tensor.dtype() != DType::i64) ||
-        !tensor.device().is_cpu()) {
-        return fail(ErrorCode::invalid_argument,
-                    "data.input_ids must be an int32 or int64 host tensor of shape [n] or [1, n]");
-    }
-    OMNI_TRY(Tensor dense, tensor.contiguous());
-    const auto count = static_cast<std::size_t>(dense.numel());
-    std::vector<std::int32_t> ids(count);
-    if (dense.dtype() == DType::i32) {
-        std::copy_n(dense.data_as<std::int32_t>(), count, ids.begin());
-        return ids;
-    }
-    const std::int64_t* wide = dense.data_as<std::int64_t>();
-    for (std::size_t i = 0; i < count; ++i) {
-        if (wide[i] < std::numeric_limits<std::int32_t>::min() ||
-            wide[i] > std::numeric_limits<std::int32_t>::max()) {
-            return fail(ErrorCode::invalid_argument,
-                        "data.input_ids[" + std::to_string(i) + "] does not fit a token id");
-        }
-        ids[i] = static_cast<std::int32_t>(wide[i]);
-    }
-    return ids;
-}
-
-Result<std::vector<std::int32_t>> read_input_ids(const Value& data) {
-    const Value* ids = data.find("input_ids");
-    if (ids == nullptr) {
-        return fail(ErrorCode::invalid_argument,
-                    "the payload has no data.input_ids (the prompt's token ids)");
-    }
-    if (const Tensor* tensor = ids->if_tensor()) return tokens_from_tensor(*tensor);
-    const List* list = ids->if_list();
-    if (list == nullptr) {
-        return fail(ErrorCode::invalid_argument,
-                    "data.input_ids must be an integer tensor or a list of ints, got " +
-                        std::string(to_string(ids->kind())));
-    }
-    std::vector<std::int32_t> out;
-    out.reserve(list->size());
-    for (std::size_t i = 0; i < list->size(); ++i) {
-        const std::int64_t* id = (*list)[i].if_int();
-        if (id == nullptr || *id < std::numeric_limits<std::int32_t>::min() ||
-            *id > std::numeric_limits<std::int32_t>::max()) {
-            return fail(ErrorCode::invalid_argument, "data.input_ids[" + std::to_string(i) +
-                                                         "] must be a token id, got " +
-                                                         (*list)[i].debug_string());
-        }
-        out.push_back(static_cast<std::int32_t>(*id));
-    }
-    return out;
-}
-
 }  // namespace
 
-Result<std::unique_ptr<ArScheduler>> ArScheduler::create(ArSchedulerOptions options,
-                                                         std::unique_ptr<ModelRunner> model) {
-    const std::string who = "AR scheduler of stage '" + options.stage_name + "': ";
+Result<std::unique_ptr<ArScheduler>> ArScheduler::create(ArEngineConfig config,
+                                                         std::unique_ptr<ModelRunner> model,
+                                                         std::unique_ptr<ArRole> role,
+                                                         std::unique_ptr<DepthModel> depth) {
+    const std::string who = "AR scheduler of stage '" + config.stage_name + "': ";
     auto invalid = [&](const std::string& message) {
         return fail(ErrorCode::invalid_argument, who + message);
     };
     if (model == nullptr) return invalid("no model runner");
-    if (options.block_size <= 0) return invalid("block_size must be positive");
-    if (options.max_running_requests <= 0) return invalid("max_running_requests must be positive");
-    if (options.max_prefill_tokens <= 0) return invalid("max_prefill_tokens must be positive");
+    if (config.block_size <= 0) return invalid("block_size must be positive");
+    if (config.max_running_requests <= 0) return invalid("max_running_requests must be positive");
+    if (config.max_prefill_tokens <= 0) return invalid("max_prefill_tokens must be positive");
     if (model->vocab_size() <= 0 || model->max_positions() <= 0) {
         return invalid("the model reports a non-positive vocab_size or max_positions");
     }
     const KVCacheSpec spec = model->kv_spec();
-    std::int64_t blocks = options.num_kv_blocks;
+    std::int64_t blocks = config.num_kv_blocks;
     if (blocks <= 0) {
-        if (options.kv_cache_bytes <= 0) {
+        if (config.kv_cache_bytes <= 0) {
             return invalid("set num_kv_blocks or kv_cache_bytes (the KV cache size)");
         }
-        const std::int64_t per_block = KVCache::bytes_per_block(spec, options.block_size);
+        const std::int64_t per_block = KVCache::bytes_per_block(spec, config.block_size);
         if (per_block <= 0) return invalid("the model's KV cache spec is empty");
-        blocks = options.kv_cache_bytes / per_block;
+        blocks = config.kv_cache_bytes / per_block;
         if (blocks <= 0) {
-            return invalid("kv_cache_bytes " + std::to_string(options.kv_cache_bytes) +
+            return invalid("kv_cache_bytes " + std::to_string(config.kv_cache_bytes) +
                            " holds no block of " + std::to_string(per_block) + " bytes");
         }
     }
     if (blocks > std::numeric_limits<std::int32_t>::max()) {
         return invalid("more KV blocks than int32 block ids can name");
     }
-    for (std::int32_t id : options.eos_token_ids) {
+    for (std::int32_t id : config.eos_token_ids) {
         if (id < 0 || id >= model->vocab_size()) {
             return invalid("eos token id " + std::to_string(id) + " is outside the vocabulary");
         }
     }
-    options.num_kv_blocks = blocks;
+    if (depth) {
+        if (depth->num_codes() < 1) return invalid("the depth model generates no codes");
+        for (int d = 0; d < depth->num_codes(); ++d) {
+            if (depth->vocab_size(d) <= 0)
+                return invalid("the depth model has an empty vocabulary");
+        }
+        const std::size_t entries = config.depth_sampling.size();
+        if (entries > 1 && entries != static_cast<std::size_t>(depth->num_codes())) {
+            return invalid("depth_sampling needs one entry, or one per depth (" +
+                           std::to_string(depth->num_codes()) + "), got " +
+                           std::to_string(entries));
+        }
+    }
+    config.num_kv_blocks = blocks;
     OMNI_TRY(std::unique_ptr<KVCache> cache,
-             KVCache::create(spec, blocks, options.block_size,
-                             torch_bridge::to_torch_device(options.device)));
-    std::unique_ptr<ArScheduler> scheduler(new ArScheduler(std::move(options), std::move(model)));
+             KVCache::create(spec, blocks, config.block_size,
+                             torch_bridge::to_torch_device(config.device)));
+    if (!role) role = std::make_unique<ArRole>();
+    std::unique_ptr<ArScheduler> scheduler(
+        new ArScheduler(std::move(config), std::move(model), std::move(role), std::move(depth)));
     scheduler->kv_cache_ = std::move(cache);
     return scheduler;
 }
 
-ArScheduler::ArScheduler(ArSchedulerOptions options, std::unique_ptr<ModelRunner> model)
-    : pipeline::Scheduler(options.inbox_capacity, options.outbox_capacity),
-      options_(std::move(options)),
+ArScheduler::ArScheduler(ArEngineConfig config, std::unique_ptr<ModelRunner> model,
+                         std::unique_ptr<ArRole> role, std::unique_ptr<DepthModel> depth)
+    : pipeline::Scheduler(config.inbox_capacity, config.outbox_capacity),
+      config_(std::move(config)),
       model_(std::move(model)),
-      evicted_ids_(std::max<std::size_t>(4096, options_.max_early_stream_chunks)) {
-    const auto blocks = static_cast<std::int32_t>(options_.num_kv_blocks);
+      role_(std::move(role)),
+      depth_(std::move(depth)),
+      capabilities_(model_->capabilities()),
+      evicted_ids_(std::max<std::size_t>(4096, config_.max_early_stream_chunks)) {
+    const auto blocks = static_cast<std::int32_t>(config_.num_kv_blocks);
     allocator_ = std::make_unique<BlockAllocator>(blocks);
-    if (options_.enable_prefix_cache) {
-        prefix_cache_ = std::make_unique<RadixCache>(*allocator_, options_.block_size);
+    if (config_.enable_prefix_cache) {
+        prefix_cache_ = std::make_unique<RadixCache>(*allocator_, config_.block_size);
     }
     vocab_size_ = model_->vocab_size();
     max_positions_ = model_->max_positions();
-    capacity_tokens_ = options_.num_kv_blocks * options_.block_size;
-    watermark_blocks_ = options_.watermark_blocks >= 0
-                            ? std::min<std::int64_t>(options_.watermark_blocks, blocks)
+    capacity_tokens_ = config_.num_kv_blocks * config_.block_size;
+    watermark_blocks_ = config_.watermark_blocks >= 0
+                            ? std::min<std::int64_t>(config_.watermark_blocks, blocks)
                             : std::max<std::int64_t>(1, blocks / 100);
-    seed_state_ = options_.seed != 0
-                      ? options_.seed
+    seed_state_ = config_.seed != 0
+                      ? config_.seed
                       : (std::uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
     counters_.total_blocks = allocator_->total_blocks();
     counters_.free_blocks = allocator_->free_blocks();
@@ -156,7 +123,7 @@ Status ArScheduler::start() {
     std::lock_guard lock(mutex_);
     if (started_ || stopping_) {
         return fail(ErrorCode::failed_precondition,
-                    "AR scheduler of stage '" + options_.stage_name + "' was already started");
+                    "AR scheduler of stage '" + config_.stage_name + "' was already started");
     }
     started_ = true;
     engine_ = std::thread([this] { engine_loop(); });
@@ -166,7 +133,7 @@ Status ArScheduler::start() {
 void ArScheduler::stop() {
     std::lock_guard stop_lock(stop_mutex_);
     stopping_ = true;
-    if (options_.lockstep) {
+    if (config_.lockstep) {
         stop_lockstep();  // ar_lockstep.cpp
     } else {
         inbox_.remove_if([](const pipeline::IncomingMessage&) { return true; });
@@ -177,11 +144,11 @@ void ArScheduler::stop() {
 }
 
 void ArScheduler::abort(const std::string& request_id) {
-    if (options_.lockstep) {
+    if (config_.lockstep) {
         // Rank 0's aborts are agreed on before the next step (ar_lockstep.cpp); the other ranks
         // get the same aborts from rank 0 there, so their own are ignored. Queued messages stay:
         // every rank must count the same messages.
-        if (options_.lockstep->rank() == 0) {
+        if (config_.lockstep->rank() == 0) {
             std::lock_guard lock(mutex_);
             pending_aborts_.push_back(request_id);
         }
@@ -234,7 +201,7 @@ void ArScheduler::publish_stats(bool idle) {
 }
 
 void ArScheduler::engine_loop() {
-    if (options_.lockstep) {
+    if (config_.lockstep) {
         lockstep_loop();
         release_everything();
         publish_stats(/*idle=*/true);
@@ -276,11 +243,11 @@ bool ArScheduler::guarded_step() {
     } catch (const std::exception& error) {
         // A bug or an exhausted machine (bad_alloc): the requests of the batch fail, the engine
         // goes on.
-        spdlog::error("stage '{}': engine step failed: {}", options_.stage_name, error.what());
+        spdlog::error("stage '{}': engine step failed: {}", config_.stage_name, error.what());
         for (ArSequence* sequence : std::vector<ArSequence*>(running_)) {
             if (sequence->status_ == SequenceStatus::running) {
                 fail_sequence(*sequence, Error{ErrorCode::internal,
-                                               "stage '" + options_.stage_name +
+                                               "stage '" + config_.stage_name +
                                                    "': engine step failed: " + error.what()});
             }
         }
@@ -297,7 +264,7 @@ void ArScheduler::handle_message(pipeline::IncomingMessage message) {
     if (is_aborted(message.request_id)) return;
     if (sequences_.contains(message.request_id)) {
         spdlog::warn("stage '{}': dropping a second new_request for running request '{}'",
-                     options_.stage_name, message.request_id);
+                     config_.stage_name, message.request_id);
         return;
     }
     ended_ids_.erase(message.request_id);  // an id may come again once its request ended
@@ -309,10 +276,10 @@ void ArScheduler::handle_message(pipeline::IncomingMessage message) {
             .request_id = message.request_id,
             .kind = pipeline::OutgoingKind::error,
             .error = Error{ErrorCode::resource_exhausted,
-                           "stage '" + options_.stage_name +
+                           "stage '" + config_.stage_name +
                                "': the stream chunks that came before this request were "
                                "dropped (more than " +
-                               std::to_string(options_.max_early_stream_chunks) +
+                               std::to_string(config_.max_early_stream_chunks) +
                                " chunks or requests waited for their requests)"}});
         return;
     }
@@ -324,7 +291,7 @@ void ArScheduler::handle_message(pipeline::IncomingMessage message) {
         outbox_.push(pipeline::OutgoingMessage{
             .request_id = message.request_id,
             .kind = pipeline::OutgoingKind::error,
-            .error = std::move(made).error().with_context("stage '" + options_.stage_name + "'")});
+            .error = std::move(made).error().with_context("stage '" + config_.stage_name + "'")});
         return;
     }
     ArSequence* sequence = made->get();
@@ -341,34 +308,22 @@ Result<std::unique_ptr<ArSequence>> ArScheduler::make_sequence(
         return fail(ErrorCode::invalid_argument, "new_request without a payload");
     }
     const StagePayload& payload = *message.payload;
-    std::vector<std::int32_t> prompt;
-    if (payload.data.find("input_ids") == nullptr && options_.prepare_input) {
-        OMNI_TRY(prompt, options_.prepare_input(payload));
-    } else {
-        OMNI_TRY(prompt, read_input_ids(payload.data));
-    }
-    if (prompt.empty()) return fail(ErrorCode::invalid_argument, "data.input_ids is empty");
-    for (std::size_t i = 0; i < prompt.size(); ++i) {
-        if (prompt[i] < 0 || prompt[i] >= vocab_size_) {
-            return fail(ErrorCode::invalid_argument, "data.input_ids[" + std::to_string(i) +
-                                                         "] = " + std::to_string(prompt[i]) +
-                                                         " is outside the vocabulary of " +
-                                                         std::to_string(vocab_size_) + " tokens");
+    Result<RequestSetup> opened = [&]() -> Result<RequestSetup> {
+        try {
+            return role_->open_request(payload);
+        } catch (const std::exception& error) {
+            return fail(ErrorCode::internal, std::string("open_request threw: ") + error.what());
         }
-    }
-    std::string salt;
-    if (const Value* value = payload.data.find("cache_salt"); value && !value->is_null()) {
-        if (!value->is_string()) {
-            return fail(ErrorCode::invalid_argument, "data.cache_salt must be a string");
-        }
-        salt = value->as_string();
-    }
+    }();
+    if (!opened) return fail(std::move(opened).error());
+    RequestSetup& setup = *opened;
+    if (setup.prompt.empty()) return fail(ErrorCode::invalid_argument, "data.input_ids is empty");
     OMNI_TRY(SamplingParams params,
-             parse_sampling_params(payload.request.params, options_.stage_name,
-                                   options_.default_sampling));
+             parse_sampling_params(payload.request.params, config_.stage_name,
+                                   config_.default_sampling));
     // The context a request may fill: the model's positions and what the KV cache holds.
     const std::int64_t limit = std::min(max_positions_, capacity_tokens_);
-    const auto prompt_tokens = static_cast<std::int64_t>(prompt.size());
+    const auto prompt_tokens = static_cast<std::int64_t>(setup.prompt.size());
     std::int64_t max_tokens = 0;
     if (params.max_tokens) {
         max_tokens = *params.max_tokens;
@@ -390,35 +345,57 @@ Result<std::unique_ptr<ArSequence>> ArScheduler::make_sequence(
                             ", KV cache " + std::to_string(capacity_tokens_) + ")");
         }
     }
-    if (!options_.detokenize && !params.stop.empty()) {
+    if (!role_->produces_text() && !params.stop.empty()) {
         spdlog::debug(
-            "stage '{}': request '{}' has stop strings but the stage has no "
-            "detokenizer; they are ignored",
-            options_.stage_name, message.request_id);
+            "stage '{}': request '{}' has stop strings but the stage produces no text; they "
+            "are ignored",
+            config_.stage_name, message.request_id);
     }
-    std::vector<std::string> targets = options_.stream_targets;
-    if (options_.stream_targets_for) {
-        Result<std::vector<std::string>> chosen = options_.stream_targets_for(*message.payload);
-        if (!chosen) return fail(chosen.error().with_context("stream_targets_for"));
-        for (const std::string& target : *chosen) {
-            if (std::find(options_.stream_targets.begin(), options_.stream_targets.end(), target) ==
-                options_.stream_targets.end()) {
+    std::vector<std::string> targets = config_.stream_targets;
+    if (setup.stream_targets) {
+        for (const std::string& target : *setup.stream_targets) {
+            if (std::find(config_.stream_targets.begin(), config_.stream_targets.end(), target) ==
+                config_.stream_targets.end()) {
                 return fail(ErrorCode::invalid_argument,
                             "stream_targets_for chose '" + target +
                                 "', which is not among the stage's stream targets");
             }
         }
-        targets = std::move(*chosen);
+        targets = std::move(*setup.stream_targets);
     }
     std::vector<std::string> stops = params.stop;
-    SamplingState sampling(std::move(params), splitmix64(seed_state_));
-    sampling.add_prompt(prompt);
-    std::unique_ptr<ArSequence> sequence(new ArSequence(message.request_id, message.payload,
-                                                        std::move(prompt), std::move(sampling)));
+    const std::uint64_t fallback_seed = splitmix64(seed_state_);
+    const std::uint64_t request_seed = params.seed.value_or(fallback_seed);
+    SamplingState sampling(std::move(params), fallback_seed);
+    sampling.add_prompt(setup.prompt);
+    std::unique_ptr<ArSequence> sequence(new ArSequence(
+        message.request_id, message.payload, std::move(setup.prompt), std::move(sampling)));
     sequence->max_tokens_ = max_tokens;
-    sequence->cache_salt_ = std::move(salt);
+    sequence->cache_salt_ = std::move(setup.cache_salt);
+    sequence->prefix_cache_ = setup.prefix_cache;
     sequence->stream_targets_ = std::move(targets);
-    if (options_.detokenize) sequence->text_.emplace(std::move(stops));
+    if (role_->produces_text()) sequence->text_.emplace(std::move(stops));
+    OMNI_RETURN_IF_ERROR(hold_setup(*sequence, setup));  // ar_content.cpp: content, keys
+    if (depth_) {
+        const std::vector<SamplingParams>& chosen =
+            setup.depth_sampling.empty() ? config_.depth_sampling : setup.depth_sampling;
+        const auto depths = static_cast<std::size_t>(depth_->num_codes());
+        if (chosen.size() > 1 && chosen.size() != depths) {
+            return fail(ErrorCode::invalid_argument,
+                        "depth_sampling needs one entry, or one per depth (" +
+                            std::to_string(depths) + "), got " + std::to_string(chosen.size()));
+        }
+        std::uint64_t depth_seed = request_seed;
+        for (std::size_t d = 0; d < depths; ++d) {
+            SamplingParams depth_params;
+            depth_params.temperature = 0;  // greedy unless configured
+            if (!chosen.empty()) depth_params = chosen[chosen.size() == 1 ? 0 : d];
+            // Each depth its own stream, derived from the request's seed: a frame's codes do not
+            // depend on what else is batched with it.
+            sequence->depth_sampling_.emplace_back(std::move(depth_params), splitmix64(depth_seed));
+        }
+    }
+    sequence->role_state_ = std::move(setup.state);
     return sequence;
 }
 
@@ -452,6 +429,40 @@ void ArScheduler::retire(ArSequence& sequence, SequenceStatus status) {
     sequence.blocks_in_tree_ = 0;
     sequence.status_ = status;
     ended_ids_.insert(sequence.request_id_);
+    close_sequence(sequence);
+}
+
+Status ArScheduler::open_runner(ArSequence& sequence) {
+    if (sequence.runner_open_) return ok_status();
+    Status opened = [&]() -> Status {
+        try {
+            return model_->open_request(sequence.request_id_);
+        } catch (const std::exception& error) {
+            return fail(ErrorCode::internal, std::string("open_request threw: ") + error.what());
+        }
+    }();
+    if (!opened) {
+        return fail(opened.error().with_context("stage '" + config_.stage_name +
+                                                "': the model runner's open_request"));
+    }
+    sequence.runner_open_ = true;
+    return ok_status();
+}
+
+void ArScheduler::close_sequence(ArSequence& sequence) {
+    if (sequence.runner_open_) {
+        sequence.runner_open_ = false;
+        model_->close_request(sequence.request_id_);
+    }
+    if (sequence.role_closed_) return;
+    sequence.role_closed_ = true;
+    try {
+        role_->close_request(sequence);
+    } catch (const std::exception& error) {
+        spdlog::error("stage '{}': close_request of '{}' threw: {}", config_.stage_name,
+                      sequence.request_id_, error.what());
+    }
+    sequence.role_state_.reset();
 }
 
 void ArScheduler::sweep() {
@@ -468,6 +479,7 @@ void ArScheduler::release_everything() {
     for (auto& [id, sequence] : sequences_) {
         allocator_->release(sequence->blocks_);
         sequence->blocks_.clear();
+        close_sequence(*sequence);
     }
     running_.clear();
     waiting_.clear();

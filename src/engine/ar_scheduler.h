@@ -3,8 +3,15 @@
 // It presents the pipeline::Scheduler surface to the Stage and runs, on one engine thread that
 // owns the model, the KV cache, the block allocator and the prefix cache:
 //
-//   drain inbox (new requests, aborts) -> schedule a step -> hooks -> ModelRunner::forward ->
-//   sample -> append tokens, check stops -> stream chunks / results to the outbox
+//   drain inbox (new requests, aborts) -> schedule a step -> build each sequence's input (the
+//   role's content, feedback, captures; ArRole::prepare_step) -> ModelRunner::forward -> sample
+//   -> depth model (a frame's codes) -> ArRole::feedback / on_token -> append tokens, check stops
+//   -> stream chunks / results to the outbox
+//
+// Configuration is split in two: ArEngineConfig sizes and drives the engine (KV budget,
+// batching, prefill chunking, sampling defaults, streams, tensor parallelism); the ArRole
+// (ar_role.h) is the model's adapter (prompt, content, readiness, per-token fields, result).
+// An optional DepthModel (depth_model.h) generates each frame's remaining codes in the step.
 //
 // Scheduling (docs/engine.md, "AR engine"): continuous batching; every running sequence takes
 // part in every step (decodes one token each; prompts in chunks of at most max_prefill_tokens
@@ -14,31 +21,27 @@
 // most recently admitted sequence is preempted (recompute: its blocks are freed and it waits at
 // the head of the queue, its output appended to its prompt).
 //
-// Payloads: the new_request payload's data holds the prompt as "input_ids" (an i32 / i64 host
-// tensor [n] or [1, n], or a list of ints; without it, prepare_input builds the ids) and
-// optionally "cache_salt" (a string that joins the prefix-cache key). Per generated token, one
-// stream chunk goes to the client (when stream_to_client) and to every stream target:
-//   {"token_id": int, "index": int (0-based in the output), "text": delta (with a detokenizer),
+// Per generated token, one stream chunk goes to the client (when stream_to_client) and to every
+// stream target of the request:
+//   {"token_id": int, "index": int (0-based in the output), "text": delta (roles with text),
 //    "logprob": float, "top_logprobs": [{"token_id", "logprob"}...] (when asked for),
-//    "hidden": f32 [hidden] (targets only, with stream_hidden), + FeedbackStrategy fields}
-// The result's data is
-//   {"output_ids": i32 [n], "text": str (with a detokenizer), "finish_reason": "stop"|"length",
-//    "usage": {"prompt_tokens", "completion_tokens"}, "logprobs": [float...] (when asked for)}.
-// Aborted requests produce nothing (the Scheduler contract drops their results).
+//    "codes": i32 [1 + depth codes] (with a depth model), + ArRole::on_token's fields}
+// The result's data is ArRole::make_result's (by default output ids, text, finish reason,
+// usage, log probabilities, codes). Aborted requests produce nothing (the Scheduler contract
+// drops their results).
 //
-// Input streams (options.accept_streams): stream_chunk / stream_done messages of a request go to
-// its ArSequence::stream_input(), where the hooks take them; options.ready holds back the
+// Input streams (config.accept_streams): stream_chunk / stream_done messages of a request go to
+// its ArSequence::stream_input(), where the role takes them; ArRole::ready holds back the
 // sequences that cannot take a step yet (a talker waiting for its thinker's next hidden state).
 //
-// Tensor parallelism (options.lockstep): every rank of a TP stage runs an ArScheduler fed the
+// Tensor parallelism (config.lockstep): every rank of a TP stage runs an ArScheduler fed the
 // same messages; before every step the ranks agree on how many messages to handle, on rank 0's
 // aborts and on stopping (engine/lockstep.h, ar_lockstep.cpp), so that they schedule the same
 // batches. A rank whose group fails (a peer gone, a timeout, diverged state) fails its requests
 // and every later one with that error.
 //
 // Threads: start(), stop(), abort(), active_requests(), stats() and wait_for_stats() may be
-// called from any thread; hooks, the detokenizer and the model run on the engine thread.
-#include <any>
+// called from any thread; the role, the model and the depth model run on the engine thread.
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -57,7 +60,9 @@
 #include "core/error.h"
 #include "core/tensor.h"
 #include "core/value.h"
+#include "engine/ar_role.h"
 #include "engine/ar_sequence.h"
+#include "engine/depth_model.h"
 #include "engine/lockstep.h"
 #include "engine/model_runner.h"
 #include "engine/sampling_params.h"
@@ -74,59 +79,7 @@ class BlockAllocator;
 class RadixCache;
 struct SampledToken;
 
-// Appends to `text` the UTF-8 bytes token `token_id` adds to the output (possibly part of a
-// character; nothing for a token that is not shown). Byte-level BPE tokenizers fit this shape
-// (text::Tokenizer::append_token_bytes). An error fails the request.
-using DetokenizeFn = std::function<Status(std::int32_t token_id, std::string& text)>;
-
-// Builds the prompt's token ids of a request whose payload has no data.input_ids (e.g. renders a
-// chat request and tokenizes it). Runs on the engine thread when the request arrives, so it
-// should be quick; a stage with heavy preprocessing puts it into a stage of its own. An error
-// fails the request.
-using PrepareInputFn =
-    std::function<Result<std::vector<std::int32_t>>(const StagePayload& payload)>;
-
-// The ThinkerModelRunner hook: called before every forward for each sequence of the step. It
-// may set input.input_embeds / input.embed_mask (rows are input.tokens, whose first position
-// is input.start_position) and input.want_hidden. After a preemption positions are computed
-// again, so the hook must handle any start_position. An error fails that request only.
-using BeforeForwardFn = std::function<Status(ArSequence& sequence, SequenceInput& input)>;
-
-// Whether a sequence may take its next step now (ArSchedulerOptions::ready). Runs on the engine
-// thread when a step is scheduled, for the running sequences and for the waiting ones it
-// considers for admission; it must depend on the sequence's state only (tensor-parallel ranks
-// must decide alike).
-using ReadyFn = std::function<bool(const ArSequence& sequence)>;
-
-// The stream targets of one request (ArSchedulerOptions::stream_targets_for). Runs on the
-// engine thread when the request arrives.
-using StreamTargetsFn =
-    std::function<Result<std::vector<std::string>>(const StagePayload& payload)>;
-
-// What FeedbackStrategy::extract_output gives back for one sequence.
-struct StepFeedback {
-    std::any state;  // kept as ArSequence::feedback() for the next write_buffers
-    Map chunk;       // fields added to this step's stream chunks (e.g. {"codes": tensor})
-};
-
-// The FeedbackARModelRunner role: a self-contained loop where the next decode step depends on
-// what the previous step produced (codebook codes, feedback embeddings). Runs on the engine
-// thread. An error fails every request of the step.
-class FeedbackStrategy {
-  public:
-    virtual ~FeedbackStrategy() = default;
-    // Before the forward: write each sequence's previous feedback (sequences[i]->feedback())
-    // into inputs[i] or into the model's own buffers.
-    [[nodiscard]] virtual Status write_buffers(std::span<ArSequence* const> sequences,
-                                               std::span<SequenceInput> inputs) = 0;
-    // After sampling, for the sequences that produced a token this step: sequences[i] owns row
-    // rows[i] of `output` and sampled token sampled[i]. Returns one StepFeedback per sequence.
-    [[nodiscard]] virtual Result<std::vector<StepFeedback>> extract_output(
-        const ForwardOutput& output, std::span<const std::int64_t> rows,
-        std::span<ArSequence* const> sequences, std::span<const std::int32_t> sampled) = 0;
-};
-
-struct ArSchedulerOptions {
+struct ArEngineConfig {
     std::string stage_name;  // params.stage_sampling.<stage_name>; logs and errors
     // KV cache size: num_kv_blocks, or else kv_cache_bytes / KVCache::bytes_per_block.
     std::int64_t num_kv_blocks = 0;
@@ -139,35 +92,26 @@ struct ArSchedulerOptions {
     // preempting at once. -1: 1% of the blocks (at least 1).
     std::int64_t watermark_blocks = -1;
     bool enable_prefix_cache = true;
-    SamplingParams default_sampling;          // the stage's defaults (sampling_params.h)
+    SamplingParams default_sampling;  // the stage's defaults (sampling_params.h)
+    // With a depth model: its codes' sampling, one entry for every depth or one per depth
+    // (requests override it through RequestSetup::depth_sampling); empty: greedy.
+    std::vector<SamplingParams> depth_sampling;
     std::vector<std::int32_t> eos_token_ids;  // end generation unless ignore_eos
-    DetokenizeFn detokenize;                  // optional: text, stop strings
-    PrepareInputFn prepare_input;             // optional: prompts without data.input_ids
     bool stream_to_client = true;
     std::vector<std::string> stream_targets;  // stages of the stage's stream_to
-    // Optional: the stream targets of one request (a subset of stream_targets), chosen when it
-    // arrives; e.g. a thinker streams to its talker only the requests that want audio, so the
-    // talker never holds chunks of requests that will not come. An error, or a target outside
-    // stream_targets, fails the request. Without it every request streams to all of them.
-    StreamTargetsFn stream_targets_for;
-    bool stream_hidden = false;      // ask for the last hidden state; "hidden" in target chunks
-    BeforeForwardFn before_forward;  // optional
-    std::unique_ptr<FeedbackStrategy> feedback;  // optional
     // Input streams (a talker that consumes a thinker's stream while both generate). With
     // accept_streams, stream_chunk / stream_done messages go to the request's
-    // ArSequence::stream_input(), where the hooks take them; messages that come before the
+    // ArSequence::stream_input(), where the role takes them; messages that come before the
     // request are kept for it. At most max_early_stream_chunks chunks (and as many requests)
     // are kept that way; past that the oldest requests' are dropped (their requests may never
     // come: a route can send them elsewhere), and such a request that comes later fails.
     // Without accept_streams they are dropped with a warning, as a SimpleScheduler drops them.
+    // The role's ready() holds back sequences that wait for their streams: running ones keep
+    // their blocks and their place among max_running_requests (but may still be preempted);
+    // waiting ones are not admitted yet (later ones may be). When no sequence is ready the
+    // engine waits for the inbox.
     bool accept_streams = false;
     std::size_t max_early_stream_chunks = 4096;
-    // Optional (usually with accept_streams): sequences it says are not ready stay out of the
-    // step (running ones keep their blocks and their place among max_running_requests, but may
-    // still be preempted); waiting ones are not admitted yet (later ones may be). When no
-    // sequence is ready the engine waits for the inbox. It must not throw (a throw fails the
-    // sequence).
-    ReadyFn ready;
     std::uint64_t seed = 0;  // seeds the seeds of unseeded requests; 0 = from random_device
     std::size_t inbox_capacity = pipeline::kDefaultQueueCapacity;
     std::size_t outbox_capacity = pipeline::kDefaultQueueCapacity;
@@ -206,10 +150,12 @@ struct ArSchedulerStats {
 
 class ArScheduler final : public pipeline::Scheduler {
   public:
-    // Validates the options and allocates the KV cache for `model`. invalid_argument for bad
-    // sizes, the KVCache's errors for the allocation.
+    // Validates the configuration and allocates the KV cache for `model`. `role` null: the
+    // default ArRole (prompt ids from the payload, no text). invalid_argument for bad sizes, a
+    // depth model without hidden states... ; the KVCache's errors for the allocation.
     [[nodiscard]] static Result<std::unique_ptr<ArScheduler>> create(
-        ArSchedulerOptions options, std::unique_ptr<ModelRunner> model);
+        ArEngineConfig config, std::unique_ptr<ModelRunner> model,
+        std::unique_ptr<ArRole> role = nullptr, std::unique_ptr<DepthModel> depth = nullptr);
     ~ArScheduler() override;  // stop()
 
     [[nodiscard]] Status start() override;
@@ -232,8 +178,24 @@ class ArScheduler final : public pipeline::Scheduler {
         ArSequence* sequence;
         std::int64_t tokens;  // new tokens this step
     };
+    // What the engine put into a step's input, to tell whether prepare_step changed it.
+    struct ContentFingerprint {
+        std::vector<std::int64_t> embedding_rows;
+        const void* embedding_values = nullptr;
+        std::vector<const void*> layer_values;
+        std::size_t layer_rows = 0;
+        const void* positions = nullptr;
+        std::size_t captures = 0;
+        friend bool operator==(const ContentFingerprint&, const ContentFingerprint&) = default;
+    };
+    struct StepInput {
+        SequenceInput input;
+        std::vector<std::size_t> capture_slots;  // ArSequence::captures_ of input.captures
+        ContentFingerprint fingerprint;
+    };
 
-    ArScheduler(ArSchedulerOptions options, std::unique_ptr<ModelRunner> model);
+    ArScheduler(ArEngineConfig config, std::unique_ptr<ModelRunner> model,
+                std::unique_ptr<ArRole> role, std::unique_ptr<DepthModel> depth);
     // ar_scheduler.cpp: lifecycle, messages, requests.
     void engine_loop();
     void handle_message(pipeline::IncomingMessage message);
@@ -242,9 +204,22 @@ class ArScheduler final : public pipeline::Scheduler {
     void adopt_early_stream(ArSequence& sequence);  // what came before the request
     void drop_early_stream(const std::string& request_id);
     void evict_early_streams();  // the oldest, past max_early_stream_chunks
-    // options.ready, counted in counters_.not_ready; a throwing check fails its sequence.
+    // ArRole::ready, counted in counters_.not_ready; a throwing check fails its sequence.
     [[nodiscard]] bool is_ready(ArSequence& sequence);
     Result<std::unique_ptr<ArSequence>> make_sequence(const pipeline::IncomingMessage& message);
+    // ar_content.cpp: a request's content, its prefix-cache keys, step inputs and captures.
+    [[nodiscard]] Status hold_setup(ArSequence& sequence, RequestSetup& setup);
+    void append_key(ArSequence& sequence, std::int32_t token, const at::Tensor& embedding);
+    [[nodiscard]] std::int64_t match_limit(const ArSequence& sequence) const;
+    [[nodiscard]] StepInput build_input(ArSequence& sequence, std::int64_t count);
+    [[nodiscard]] static ContentFingerprint fingerprint(const SequenceInput& input);
+    [[nodiscard]] Status keep_captures(ArSequence& sequence, const SequenceInput& input,
+                                       std::span<const std::size_t> slots,
+                                       const std::vector<at::Tensor>& captured);
+    // ModelRunner::open_request for an admitted sequence (once until it is closed).
+    [[nodiscard]] Status open_runner(ArSequence& sequence);
+    // Closes the runner's and the role's state of a sequence that leaves (idempotent).
+    void close_sequence(ArSequence& sequence);
     void apply_aborts();
     // Retires the waiting or running sequences of `ids` as aborted (engine thread).
     void retire_aborted(const std::vector<std::string>& ids);
@@ -268,17 +243,30 @@ class ArScheduler final : public pipeline::Scheduler {
     void preempt(ArSequence& sequence);
     void cache_blocks(ArSequence& sequence);
     void run_batch(std::vector<Scheduled> plan);
-    void append_token(ArSequence& sequence, std::int32_t token, const SampledToken& sample,
-                      Map extra, const at::Tensor* hidden);
+    // ar_depth.cpp: the frames of the rows that produced a token (depth codes per row, 1 +
+    // num_codes each with the token first); an error fails those rows' sequences.
+    [[nodiscard]] Result<std::vector<std::vector<std::int32_t>>> run_depth(
+        std::span<ArSequence* const> sequences, const at::Tensor& hidden,
+        std::span<const std::int32_t> tokens);
+    [[nodiscard]] bool is_stop_token(const ArSequence& sequence, std::int32_t token) const;
+    // ArRole::feedback, checked: undefined, or [1, hidden].
+    [[nodiscard]] Result<at::Tensor> guarded_feedback(ArSequence& sequence, const TokenStep& step);
+    // ar_output.cpp: appends the token (its key, feedback embedding and frame), streams it and
+    // finishes the sequence when it ends.
+    void append_token(ArSequence& sequence, const TokenStep& step, TokenFields fields,
+                      const at::Tensor& feedback, std::span<const std::int32_t> frame);
     // ar_output.cpp: what leaves through the outbox.
-    void emit_chunk(ArSequence& sequence, const Map& fields, const at::Tensor* hidden);
+    void emit_chunk(ArSequence& sequence, const Map& fields, const Map& target_fields);
     void finish(ArSequence& sequence, const std::string& reason);
     void fail_sequence(ArSequence& sequence, Error error);
     void retire(ArSequence& sequence, SequenceStatus status);
     void sweep();
 
-    ArSchedulerOptions options_;
+    ArEngineConfig config_;
     std::unique_ptr<ModelRunner> model_;
+    std::unique_ptr<ArRole> role_;
+    std::unique_ptr<DepthModel> depth_;
+    ModelCapabilities capabilities_;
     std::unique_ptr<KVCache> kv_cache_;
     std::unique_ptr<BlockAllocator> allocator_;
     std::unique_ptr<RadixCache> prefix_cache_;

@@ -1,13 +1,14 @@
 #pragma once
-// ArSequence: one request inside the AR engine (ar_scheduler.h). The hooks see it through the
-// public accessors; everything else is the scheduler's bookkeeping.
+// ArSequence: one request inside the AR engine (ar_scheduler.h). The role (ar_role.h) sees it
+// through the public accessors; everything else is the scheduler's bookkeeping.
 //
 // Token layout: tokens() is the prompt followed by the output. After a preemption the output
 // so far is recomputed as if it were prompt (recompute policy), but prompt_tokens() and
 // output() keep the request's own split.
 //
 // Thread safety: owned and used by the engine thread only.
-#include <any>
+#include <ATen/core/Tensor.h>
+
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -19,6 +20,7 @@
 #include <vector>
 
 #include "core/request.h"
+#include "engine/ar_role.h"
 #include "engine/block_allocator.h"
 #include "engine/incremental_text.h"
 #include "engine/sampling_params.h"
@@ -34,11 +36,11 @@ struct StreamInputChunk {
     std::shared_ptr<const pipeline::StreamChunk> chunk;
 };
 
-// The input streams of a request (ArSchedulerOptions::accept_streams): what the stages whose
+// The input streams of a request (ArEngineConfig::accept_streams): what the stages whose
 // stream_to names this stage sent for it, in arrival order (chunks that came before the request
-// itself included). The hooks take the chunks they use (pop_front); the engine only appends.
+// itself included). The role takes the chunks it uses (pop_front); the engine only appends.
 // After a preemption the sequence's positions are computed again, but taken chunks do not come
-// back: a hook that needs them again keeps them (e.g. in hook_state()).
+// back: a role that needs them again keeps them (in its RoleRequestState).
 struct StreamInput {
     std::deque<StreamInputChunk> chunks;  // received and not taken yet
     std::int64_t received = 0;            // chunks received in all
@@ -51,6 +53,22 @@ struct StreamInput {
 };
 
 enum class SequenceStatus : std::uint8_t { waiting, running, finished, aborted, failed };
+
+// The hidden states a capture collected so far (CaptureSpec): rows for positions [begin, begin
+// + count), in chunks as the steps computed them (model dtype and device). Rows stay with the
+// sequence through preemption; captured positions are not captured again.
+struct CaptureRows {
+    CaptureSpec spec;
+    std::vector<at::Tensor> chunks;  // [rows, hidden] each, in position order
+    std::int64_t count = 0;
+    // The next position this capture still needs; -1 when it is complete.
+    [[nodiscard]] std::int64_t next_position() const {
+        const std::int64_t next = spec.begin + count;
+        return spec.end >= 0 && next >= spec.end ? -1 : next;
+    }
+    // Every row so far, [count, hidden] (undefined while none).
+    [[nodiscard]] at::Tensor rows() const;
+};
 
 class ArSequence {
   public:
@@ -69,12 +87,21 @@ class ArSequence {
     // Positions whose keys and values are in the KV cache.
     [[nodiscard]] std::int64_t computed_tokens() const { return computed_; }
     [[nodiscard]] const SamplingParams& sampling_params() const { return sampling_.params(); }
-    // The hooks' own per-request state (empty at first; kept until the request leaves).
-    [[nodiscard]] std::any& hook_state() { return hook_state_; }
-    [[nodiscard]] const std::any& hook_state() const { return hook_state_; }
-    // What FeedbackStrategy::extract_output returned for this request at its last step.
-    [[nodiscard]] std::any& feedback() { return feedback_; }
-    [[nodiscard]] const std::any& feedback() const { return feedback_; }
+    // The role's own per-request state (RequestSetup::state), null when it has none.
+    template <class T>
+    [[nodiscard]] T* role_state() const {
+        return dynamic_cast<T*>(role_state_.get());
+    }
+    // The request's stream targets (of the stage's, chosen when it arrived).
+    [[nodiscard]] const std::vector<std::string>& stream_targets() const { return stream_targets_; }
+    [[nodiscard]] const std::vector<CaptureRows>& captures() const { return captures_; }
+    // With a depth model: one frame per output token that is not a stop token, 1 +
+    // DepthModel::num_codes() ints each (the token, then its depth codes), flat.
+    [[nodiscard]] std::span<const std::int32_t> frame_codes() const { return codes_; }
+    [[nodiscard]] std::int64_t frames() const { return frames_; }
+    // The text so far (roles that produce text), and the output tokens' log probabilities.
+    [[nodiscard]] const IncrementalText* text() const { return text_ ? &*text_ : nullptr; }
+    [[nodiscard]] std::span<const float> logprobs() const { return logprobs_; }
     // The request's input streams (empty unless the stage accepts streams).
     [[nodiscard]] StreamInput& stream_input() { return stream_input_; }
     [[nodiscard]] const StreamInput& stream_input() const { return stream_input_; }
@@ -88,6 +115,13 @@ class ArSequence {
           tokens_(std::move(prompt)),
           prompt_tokens_(static_cast<std::int64_t>(tokens_.size())),
           sampling_(std::move(sampling)) {}
+
+    // A run of positions whose content the engine holds and injects whenever they are computed.
+    struct HeldRun {
+        std::int32_t after_layers = 0;  // 0: replaces the embedding; n: added after n layers
+        std::int64_t begin = 0;
+        at::Tensor values;
+    };
 
     std::string request_id_;
     std::shared_ptr<const StagePayload> input_;
@@ -106,9 +140,20 @@ class ArSequence {
     std::vector<std::string> stream_targets_;  // of the stage's, chosen for this request
     std::map<std::optional<std::string>, std::int64_t> next_chunk_id_;  // per stream target
     pipeline::Clock::time_point enqueued_at_;
-    std::any hook_state_;
-    std::any feedback_;
+    std::unique_ptr<RoleRequestState> role_state_;
     StreamInput stream_input_;
+    // Prefix-cache key of every position (token id, or a hash of it with its held content and
+    // explicit position), parallel to tokens_.
+    std::vector<std::uint64_t> keys_;
+    std::vector<HeldRun> held_;  // prompt content (setup), then one feedback row per token
+    at::Tensor positions_;       // explicit prompt positions, [axes, prompt] int64 host
+    std::int64_t position_offset_ = 0;
+    std::vector<CaptureRows> captures_;
+    std::vector<std::int32_t> codes_;  // frames, flat
+    std::int64_t frames_ = 0;
+    std::vector<SamplingState> depth_sampling_;  // one per depth
+    bool runner_open_ = false;  // ModelRunner::open_request succeeded and was not closed
+    bool role_closed_ = false;  // ArRole::close_request ran
 };
 
 }  // namespace omnirt::engine

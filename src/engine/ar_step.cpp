@@ -37,11 +37,11 @@ bool ArScheduler::ensure_free_blocks(std::size_t count) {
 
 void ArScheduler::cache_blocks(ArSequence& sequence) {
     if (!prefix_cache_ || !sequence.prefix_cache_) return;
-    const auto full = static_cast<std::size_t>(sequence.computed_ / options_.block_size);
+    const auto full = static_cast<std::size_t>(sequence.computed_ / config_.block_size);
     if (full <= sequence.blocks_in_tree_) return;
     prefix_cache_->insert(sequence.cache_salt_,
-                          std::span<const std::int32_t>(sequence.tokens_)
-                              .first(full * static_cast<std::size_t>(options_.block_size)),
+                          std::span<const PositionKey>(sequence.keys_)
+                              .first(full * static_cast<std::size_t>(config_.block_size)),
                           std::span<BlockId>(sequence.blocks_).first(full));
     sequence.blocks_in_tree_ = full;
 }
@@ -58,15 +58,26 @@ void ArScheduler::preempt(ArSequence& sequence) {
     sequence.status_ = SequenceStatus::waiting;
     waiting_.push_front(&sequence);
     ++counters_.preemptions;
+    if (sequence.runner_open_) {
+        sequence.runner_open_ = false;
+        model_->close_request(sequence.request_id_);
+    }
+    try {
+        role_->preempted(sequence);
+    } catch (const std::exception& error) {
+        fail_sequence(sequence,
+                      Error{ErrorCode::internal, "stage '" + config_.stage_name +
+                                                     "': preempted threw: " + error.what()});
+    }
 }
 
 std::vector<ArScheduler::Scheduled> ArScheduler::schedule() {
     std::vector<Scheduled> plan;
     counters_.not_ready = 0;  // counted by is_ready
     unadmitted_ = nullptr;
-    std::int64_t prefill_budget = options_.max_prefill_tokens;
+    std::int64_t prefill_budget = config_.max_prefill_tokens;
     bool preempted = false;
-    const std::int32_t block_size = options_.block_size;
+    const std::int32_t block_size = config_.block_size;
 
     // Running sequences first, oldest first: decodes always, prompt chunks while the budget lasts.
     for (std::size_t i = 0; i < running_.size();) {
@@ -118,7 +129,7 @@ std::vector<ArScheduler::Scheduled> ArScheduler::schedule() {
     // preempt (the memory is short).
     for (std::size_t w = 0;
          !preempted && w < waiting_.size() && prefill_budget > 0 &&
-         static_cast<std::int64_t>(running_.size()) < options_.max_running_requests;) {
+         static_cast<std::int64_t>(running_.size()) < config_.max_running_requests;) {
         ArSequence& sequence = *waiting_[w];
         if (!is_ready(sequence)) {
             if (sequence.status_ != SequenceStatus::waiting) {  // its ready check threw
@@ -131,10 +142,11 @@ std::vector<ArScheduler::Scheduled> ArScheduler::schedule() {
         const auto length = static_cast<std::int64_t>(sequence.tokens_.size());
         std::vector<BlockId> blocks;
         if (prefix_cache_ && sequence.prefix_cache_) {
-            // The last token is always computed: its logits give the next token.
-            blocks = prefix_cache_->match(sequence.cache_salt_,
-                                          std::span<const std::int32_t>(sequence.tokens_)
-                                              .first(static_cast<std::size_t>(length - 1)));
+            // Not the last token (its logits give the next token), nor positions a capture
+            // still needs (ar_content.cpp).
+            blocks = prefix_cache_->match(
+                sequence.cache_salt_, std::span<const PositionKey>(sequence.keys_)
+                                          .first(static_cast<std::size_t>(match_limit(sequence))));
         }
         const std::size_t cached = blocks.size();
         const std::size_t need = blocks_for(length, block_size) - cached;
@@ -149,6 +161,11 @@ std::vector<ArScheduler::Scheduled> ArScheduler::schedule() {
         OMNI_CHECK(fresh.has_value(), "AR scheduler: blocks vanished after ensure_free_blocks");
         blocks.insert(blocks.end(), fresh->begin(), fresh->end());
         sequence.blocks_ = std::move(blocks);
+        if (Status opened = open_runner(sequence); !opened) {
+            waiting_.erase(waiting_.begin() + static_cast<std::ptrdiff_t>(w));
+            fail_sequence(sequence, opened.error());  // gives the blocks back
+            continue;
+        }
         sequence.blocks_in_tree_ = cached;
         sequence.computed_ = static_cast<std::int64_t>(cached) * block_size;
         counters_.prefix_hit_tokens += static_cast<std::uint64_t>(sequence.computed_);
@@ -157,12 +174,12 @@ std::vector<ArScheduler::Scheduled> ArScheduler::schedule() {
         sequence.status_ = SequenceStatus::running;
         waiting_.erase(waiting_.begin() + static_cast<std::ptrdiff_t>(w));
         running_.push_back(&sequence);
-        if (options_.tracer != nullptr && options_.tracer->enabled()) {
-            options_.tracer->record(pipeline::TraceSpan{.name = "queue_wait",
-                                                        .category = "scheduler",
-                                                        .request_id = sequence.request_id_,
-                                                        .start = sequence.enqueued_at_,
-                                                        .end = pipeline::Clock::now()});
+        if (config_.tracer != nullptr && config_.tracer->enabled()) {
+            config_.tracer->record(pipeline::TraceSpan{.name = "queue_wait",
+                                                       .category = "scheduler",
+                                                       .request_id = sequence.request_id_,
+                                                       .start = sequence.enqueued_at_,
+                                                       .end = pipeline::Clock::now()});
         }
         plan.push_back(Scheduled{&sequence, take});
     }
@@ -190,57 +207,72 @@ bool ArScheduler::step() {
 }
 
 void ArScheduler::run_batch(std::vector<Scheduled> plan) {
-    ComputeTimer timer(*this);  // hooks, forward, sampling and output: the stage's compute time
-    const std::string context = "stage '" + options_.stage_name + "'";
-    std::vector<SequenceInput> inputs;
-    inputs.reserve(plan.size());
-    for (const Scheduled& item : plan) {
-        ArSequence& sequence = *item.sequence;
-        const auto begin = sequence.tokens_.begin() + sequence.computed_;
-        inputs.push_back(SequenceInput{
-            .request_id = sequence.request_id_,
-            .tokens = std::vector<std::int32_t>(begin, begin + item.tokens),
-            .start_position = sequence.computed_,
-            .block_table = sequence.blocks_,
-            .want_hidden = options_.stream_hidden && !sequence.stream_targets_.empty()});
-    }
-    if (options_.before_forward) {
-        for (std::size_t k = 0; k < plan.size(); ++k) {
-            Status hooked = options_.before_forward(*plan[k].sequence, inputs[k]);
-            if (!hooked) {
-                fail_sequence(*plan[k].sequence,
-                              hooked.error().with_context(context + ": before_forward"));
+    ComputeTimer timer(*this);  // role, forward, sampling and output: the stage's compute time
+    const std::string context = "stage '" + config_.stage_name + "'";
+    std::vector<StepInput> steps;
+    steps.reserve(plan.size());
+    for (const Scheduled& item : plan) steps.push_back(build_input(*item.sequence, item.tokens));
+    for (std::size_t k = 0; k < plan.size(); ++k) {
+        ArSequence& sequence = *plan[k].sequence;
+        Status prepared = [&]() -> Status {
+            try {
+                return role_->prepare_step(sequence, steps[k].input);
+            } catch (const std::exception& error) {
+                return fail(ErrorCode::internal, std::string("threw: ") + error.what());
             }
+        }();
+        if (!prepared) {
+            fail_sequence(sequence, prepared.error().with_context(context + ": prepare_step"));
+            continue;
         }
-        // Drop the failed ones from the step.
-        std::size_t kept = 0;
-        for (std::size_t k = 0; k < plan.size(); ++k) {
-            if (plan[k].sequence->status_ != SequenceStatus::running) continue;
-            if (kept != k) {
-                plan[kept] = plan[k];
-                inputs[kept] = std::move(inputs[k]);
-            }
-            ++kept;
+        const ContentFingerprint after = fingerprint(steps[k].input);
+        if (after == steps[k].fingerprint) continue;
+        if (after.captures != steps[k].fingerprint.captures) {
+            fail_sequence(sequence, Error{ErrorCode::internal,
+                                          context + ": prepare_step changed the step's captures "
+                                                    "(ask for them in RequestSetup::captures)"});
+        } else if (prefix_cache_ && sequence.prefix_cache_) {
+            // Content the engine does not hold is not in the prefix-cache keys: sharing blocks
+            // could hand this request another request's KV.
+            fail_sequence(sequence,
+                          Error{ErrorCode::failed_precondition,
+                                context + ": prepare_step changed the step's content while the "
+                                          "request uses the prefix cache (pass the content in "
+                                          "RequestSetup, or set RequestSetup::prefix_cache = "
+                                          "false)"});
         }
-        plan.resize(kept);
-        inputs.resize(kept);
-        if (plan.empty()) return;
     }
+    // Drop the failed ones from the step.
+    std::size_t kept = 0;
+    for (std::size_t k = 0; k < plan.size(); ++k) {
+        if (plan[k].sequence->status_ != SequenceStatus::running) continue;
+        if (kept != k) {
+            plan[kept] = plan[k];
+            steps[kept] = std::move(steps[k]);
+        }
+        ++kept;
+    }
+    plan.resize(kept);
+    steps.resize(kept);
+    if (plan.empty()) return;
     auto fail_all = [&](const Error& error) {
         for (const Scheduled& item : plan) {
             if (item.sequence->status_ == SequenceStatus::running)
                 fail_sequence(*item.sequence, error);
         }
     };
-    std::vector<ArSequence*> sequences;
-    for (const Scheduled& item : plan) sequences.push_back(item.sequence);
-    if (options_.feedback) {
-        Status written = options_.feedback->write_buffers(sequences, inputs);
-        if (!written) return fail_all(written.error().with_context(context + ": write_buffers"));
+    std::vector<SequenceInput> inputs;
+    inputs.reserve(steps.size());
+    bool any_hidden = false;
+    bool any_capture = false;
+    for (StepInput& step : steps) {
+        any_hidden = any_hidden || step.input.want_hidden;
+        any_capture = any_capture || !step.input.captures.empty();
+        inputs.push_back(std::move(step.input));
     }
 
     Result<ForwardOutput> output = [&]() -> Result<ForwardOutput> {
-        pipeline::ScopedSpan span(options_.tracer, "forward", "engine",
+        pipeline::ScopedSpan span(config_.tracer, "forward", "engine",
                                   plan.size() == 1 ? plan[0].sequence->request_id_ : "batch");
         try {
             return model_->forward(inputs, *kv_cache_);
@@ -258,12 +290,31 @@ void ArScheduler::run_batch(std::vector<Scheduled> plan) {
                                   " for " + std::to_string(plan.size()) + " sequences and " +
                                   std::to_string(vocab_size_) + " tokens"});
     }
+    if (any_hidden && (!output->hidden.defined() || output->hidden.dim() != 2 ||
+                       output->hidden.size(0) != static_cast<std::int64_t>(plan.size()))) {
+        return fail_all(Error{ErrorCode::internal, context + ": the step asked for hidden states "
+                                                             "but the model returned no "
+                                                             "[sequences, hidden] tensor"});
+    }
+    if (any_capture && output->captures.size() != plan.size()) {
+        return fail_all(Error{ErrorCode::internal,
+                              context + ": the step asked for captures but the model returned "
+                                        "none for some sequences"});
+    }
     ++counters_.steps;
 
     // The new positions are in the cache now; full blocks join the prefix cache.
     std::vector<std::int64_t> rows;
     for (std::size_t k = 0; k < plan.size(); ++k) {
         ArSequence& sequence = *plan[k].sequence;
+        if (!inputs[k].captures.empty()) {
+            Status kept_rows =
+                keep_captures(sequence, inputs[k], steps[k].capture_slots, output->captures[k]);
+            if (!kept_rows) {
+                fail_sequence(sequence, kept_rows.error().with_context(context));
+                continue;
+            }
+        }
         const bool decode =
             sequence.computed_ + 1 == static_cast<std::int64_t>(sequence.tokens_.size());
         (decode ? counters_.decode_tokens : counters_.prefill_tokens) +=
@@ -277,7 +328,7 @@ void ArScheduler::run_batch(std::vector<Scheduled> plan) {
     // Aborts that arrived during the forward: their output must not leave any more. (Ranks in
     // lockstep apply aborts only where they agreed to; the Stage drops what rank 0 emits for an
     // aborted request.)
-    if (!options_.lockstep) apply_aborts();
+    if (!config_.lockstep) apply_aborts();
     std::erase_if(rows, [&](std::int64_t k) {
         return plan[static_cast<std::size_t>(k)].sequence->status_ != SequenceStatus::running;
     });
@@ -289,14 +340,19 @@ void ArScheduler::run_batch(std::vector<Scheduled> plan) {
     for (std::size_t i = 0; i < rows.size(); ++i) {
         ArSequence& sequence = *plan[static_cast<std::size_t>(rows[i])].sequence;
         const SamplingParams& params = sequence.sampling_.params();
+        std::span<const std::int32_t> suppressed = role_->suppressed_tokens(sequence);
+        std::span<const std::int32_t> row_banned = suppressed;
         if (sequence.sampling_.output_count() < params.min_tokens) {
-            banned[i] = params.stop_token_ids;
+            banned[i].assign(suppressed.begin(), suppressed.end());
+            banned[i].insert(banned[i].end(), params.stop_token_ids.begin(),
+                             params.stop_token_ids.end());
             if (!params.ignore_eos) {
-                banned[i].insert(banned[i].end(), options_.eos_token_ids.begin(),
-                                 options_.eos_token_ids.end());
+                banned[i].insert(banned[i].end(), config_.eos_token_ids.begin(),
+                                 config_.eos_token_ids.end());
             }
+            row_banned = banned[i];
         }
-        sampler_rows.push_back(SamplerRow{.state = &sequence.sampling_, .banned = banned[i]});
+        sampler_rows.push_back(SamplerRow{.state = &sequence.sampling_, .banned = row_banned});
         sampling.push_back(&sequence);
     }
     Result<std::vector<SampledToken>> sampled = [&]() -> Result<std::vector<SampledToken>> {
@@ -316,92 +372,96 @@ void ArScheduler::run_batch(std::vector<Scheduled> plan) {
     }();
     if (!sampled) return fail_all(sampled.error().with_context(context + ": sampling"));
 
-    std::vector<StepFeedback> feedback;
-    if (options_.feedback) {
-        std::vector<std::int32_t> tokens;
-        for (const SampledToken& token : *sampled) tokens.push_back(token.token);
-        Result<std::vector<StepFeedback>> extracted =
-            options_.feedback->extract_output(*output, rows, sampling, tokens);
-        if (!extracted)
-            return fail_all(extracted.error().with_context(context + ": extract_output"));
-        if (extracted->size() != rows.size()) {
-            return fail_all(
-                Error{ErrorCode::internal, context + ": extract_output returned " +
-                                               std::to_string(extracted->size()) + " entries for " +
-                                               std::to_string(rows.size()) + " sequences"});
+    // Hidden rows of the sampled sequences, and the frames of those that go on (depth model).
+    std::vector<at::Tensor> hidden(rows.size());
+    std::vector<bool> stops(rows.size());
+    std::vector<std::size_t> framed;  // indices into rows
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+        if (output->hidden.defined() && inputs[static_cast<std::size_t>(rows[i])].want_hidden) {
+            hidden[i] = output->hidden.select(0, rows[i]);
         }
-        feedback = std::move(*extracted);
+        stops[i] = is_stop_token(*sampling[i], (*sampled)[i].token);
+        if (depth_ && !stops[i]) framed.push_back(i);
     }
-    // Hidden states go to the stream targets of the requests that have some.
-    const bool hidden_wanted =
-        options_.stream_hidden &&
-        std::any_of(sampling.begin(), sampling.end(),
-                    [](const ArSequence* sequence) { return !sequence->stream_targets_.empty(); });
-    if (hidden_wanted && (!output->hidden.defined() || output->hidden.dim() != 2 ||
-                          output->hidden.size(0) != static_cast<std::int64_t>(plan.size()))) {
-        return fail_all(
-            Error{ErrorCode::internal, context + ": stream_hidden is set but the model returned no "
-                                                 "[sequences, hidden] hidden states"});
+    std::vector<std::vector<std::int32_t>> frames(rows.size());
+    if (!framed.empty()) {
+        std::vector<ArSequence*> framed_sequences;
+        std::vector<std::int32_t> framed_tokens;
+        std::vector<std::int64_t> framed_rows;
+        for (std::size_t i : framed) {
+            framed_sequences.push_back(sampling[i]);
+            framed_tokens.push_back((*sampled)[i].token);
+            framed_rows.push_back(rows[i]);
+        }
+        Result<std::vector<std::vector<std::int32_t>>> decoded = [&] {
+            const at::Tensor index =
+                at::from_blob(framed_rows.data(), {static_cast<std::int64_t>(framed_rows.size())},
+                              at::TensorOptions().dtype(at::kLong))
+                    .to(output->hidden.device());
+            return run_depth(framed_sequences, output->hidden.index_select(0, index),
+                             framed_tokens);
+        }();
+        if (!decoded) {
+            for (ArSequence* sequence : framed_sequences) {
+                fail_sequence(*sequence, decoded.error().with_context(context + ": depth model"));
+            }
+        } else {
+            for (std::size_t j = 0; j < framed.size(); ++j) frames[framed[j]] = (*decoded)[j];
+        }
     }
     for (std::size_t i = 0; i < rows.size(); ++i) {
         ArSequence& sequence = *sampling[i];
-        Map extra;
-        if (!feedback.empty()) {
-            sequence.feedback_ = std::move(feedback[i].state);
-            extra = std::move(feedback[i].chunk);
+        if (sequence.status_ != SequenceStatus::running) continue;
+        const SampledToken& sample = (*sampled)[i];
+        const std::vector<std::int32_t>& frame = frames[i];
+        TokenStep step{.token = sample.token,
+                       .index = sequence.sampling_.output_count(),
+                       .codes = frame.empty() ? std::span<const std::int32_t>()
+                                              : std::span<const std::int32_t>(frame).subspan(1),
+                       .hidden = hidden[i].defined() ? &hidden[i] : nullptr,
+                       .sample = &sample,
+                       .stop = stops[i]};
+        Result<at::Tensor> feedback = at::Tensor();
+        if (depth_ && !stops[i]) feedback = guarded_feedback(sequence, step);
+        if (!feedback) {
+            fail_sequence(sequence, feedback.error().with_context(context + ": feedback"));
+            continue;
         }
-        const bool row_hidden = hidden_wanted && !sequence.stream_targets_.empty();
-        at::Tensor hidden;
-        if (row_hidden) hidden = output->hidden.select(0, rows[i]);
-        append_token(sequence, (*sampled)[i].token, (*sampled)[i], std::move(extra),
-                     row_hidden ? &hidden : nullptr);
+        Result<TokenFields> fields = [&]() -> Result<TokenFields> {
+            try {
+                return role_->on_token(sequence, step);
+            } catch (const std::exception& error) {
+                return fail(ErrorCode::internal, std::string("threw: ") + error.what());
+            }
+        }();
+        if (!fields) {
+            fail_sequence(sequence, fields.error().with_context(context + ": on_token"));
+            continue;
+        }
+        append_token(sequence, step, std::move(*fields), *feedback, frame);
     }
 }
 
-void ArScheduler::append_token(ArSequence& sequence, std::int32_t token, const SampledToken& sample,
-                               Map extra, const at::Tensor* hidden) {
+bool ArScheduler::is_stop_token(const ArSequence& sequence, std::int32_t token) const {
     const SamplingParams& params = sequence.sampling_.params();
-    sequence.tokens_.push_back(token);
-    sequence.sampling_.add_output(token);
-    if (params.logprobs) sequence.logprobs_.push_back(sample.logprob);
+    return (!params.ignore_eos && contains(config_.eos_token_ids, token)) ||
+           contains(params.stop_token_ids, token);
+}
 
-    std::string reason;
-    std::string delta;
-    const bool stop_token = (!params.ignore_eos && contains(options_.eos_token_ids, token)) ||
-                            contains(params.stop_token_ids, token);
-    if (stop_token) {
-        reason = "stop";  // the stop token's text is not part of the output
-    } else if (sequence.text_) {
-        std::string bytes;
-        Status decoded = options_.detokenize(token, bytes);
-        if (!decoded) {
-            return fail_sequence(sequence, decoded.error().with_context(
-                                               "stage '" + options_.stage_name + "': detokenize"));
+Result<at::Tensor> ArScheduler::guarded_feedback(ArSequence& sequence, const TokenStep& step) {
+    Result<at::Tensor> made = [&]() -> Result<at::Tensor> {
+        try {
+            return role_->feedback(sequence, step);
+        } catch (const std::exception& error) {
+            return fail(ErrorCode::internal, std::string("threw: ") + error.what());
         }
-        delta = sequence.text_->append(bytes);
-        if (sequence.text_->stopped()) reason = "stop";
+    }();
+    if (!made || !made->defined()) return made;
+    if (!made->is_floating_point() || made->numel() != capabilities_.hidden_size) {
+        return fail(ErrorCode::internal, "the feedback embedding must be a floating tensor of " +
+                                             std::to_string(capabilities_.hidden_size) + " values");
     }
-    if (reason.empty() && (sequence.sampling_.output_count() >= sequence.max_tokens_ ||
-                           static_cast<std::int64_t>(sequence.tokens_.size()) >= max_positions_)) {
-        reason = "length";
-    }
-    if (!reason.empty() && sequence.text_) delta += sequence.text_->finish();
-
-    Map fields = std::move(extra);
-    fields.insert_or_assign("token_id", Value(token));
-    fields.insert_or_assign("index", Value(sequence.sampling_.output_count() - 1));
-    if (sequence.text_) fields.insert_or_assign("text", Value(std::move(delta)));
-    if (params.logprobs) {
-        fields.insert_or_assign("logprob", Value(sample.logprob));
-        List top;
-        for (const TokenLogprob& entry : sample.top) {
-            top.push_back(
-                Value(Map{{"token_id", Value(entry.token)}, {"logprob", Value(entry.logprob)}}));
-        }
-        fields.insert_or_assign("top_logprobs", Value(std::move(top)));
-    }
-    emit_chunk(sequence, fields, hidden);
-    if (!reason.empty()) finish(sequence, reason);
+    return made->reshape({1, capabilities_.hidden_size});
 }
 
 }  // namespace omnirt::engine

@@ -1,5 +1,5 @@
-// ArScheduler: input streams (ArSchedulerOptions::accept_streams) and the ready gate
-// (ArSchedulerOptions::ready). Runs on the engine thread.
+// ArScheduler: input streams (ArEngineConfig::accept_streams) and the ready gate
+// (ArRole::ready). Runs on the engine thread.
 #include <spdlog/spdlog.h>
 
 #include <exception>
@@ -26,12 +26,12 @@ void add_to(StreamInput& input, pipeline::IncomingMessage& message) {
 
 void ArScheduler::handle_stream_message(pipeline::IncomingMessage message) {
     const bool is_chunk = message.kind == pipeline::IncomingKind::stream_chunk;
-    if (!options_.accept_streams || (is_chunk && message.chunk == nullptr)) {
+    if (!config_.accept_streams || (is_chunk && message.chunk == nullptr)) {
         spdlog::warn("stage '{}': dropping a stream {} for request '{}' from '{}' ({})",
-                     options_.stage_name, is_chunk ? "chunk" : "done signal", message.request_id,
+                     config_.stage_name, is_chunk ? "chunk" : "done signal", message.request_id,
                      message.from_stage,
-                     options_.accept_streams ? "it carries no chunk"
-                                             : "this AR stage takes no input streams");
+                     config_.accept_streams ? "it carries no chunk"
+                                            : "this AR stage takes no input streams");
         return;
     }
     const std::string& id = message.request_id;
@@ -56,7 +56,7 @@ void ArScheduler::handle_stream_message(pipeline::IncomingMessage message) {
 }
 
 void ArScheduler::evict_early_streams() {
-    const std::size_t limit = options_.max_early_stream_chunks;
+    const std::size_t limit = config_.max_early_stream_chunks;
     while ((early_chunks_ > limit || early_streams_.size() > limit) && !early_order_.empty()) {
         const std::string id = std::move(early_order_.front());
         early_order_.pop_front();
@@ -65,7 +65,7 @@ void ArScheduler::evict_early_streams() {
         spdlog::warn(
             "stage '{}': dropping the {} early stream chunks of request '{}' (more than "
             "{} chunks or requests wait for requests that have not arrived)",
-            options_.stage_name, oldest->second.chunks.size(), id, limit);
+            config_.stage_name, oldest->second.chunks.size(), id, limit);
         early_chunks_ -= oldest->second.chunks.size();
         early_streams_.erase(oldest);
         evicted_ids_.insert(id);
@@ -93,13 +93,12 @@ void ArScheduler::drop_early_stream(const std::string& request_id) {
 }
 
 bool ArScheduler::is_ready(ArSequence& sequence) {
-    if (!options_.ready) return true;
     bool ready = false;
     try {
-        ready = options_.ready(sequence);
+        ready = role_->ready(sequence);
     } catch (const std::exception& error) {
         fail_sequence(sequence,
-                      Error{ErrorCode::internal, "stage '" + options_.stage_name +
+                      Error{ErrorCode::internal, "stage '" + config_.stage_name +
                                                      "': the ready check threw: " + error.what()});
         return false;
     }

@@ -7,7 +7,7 @@
 namespace omnirt::engine {
 
 struct RadixCache::Node {
-    Key key;  // block_size token ids; empty for roots
+    Key key;  // block_size position keys; empty for roots
     BlockId block = -1;
     Node* parent = nullptr;
     std::map<Key, std::unique_ptr<Node>> children;
@@ -34,6 +34,18 @@ RadixCache::Node& RadixCache::root(const std::string& salt) {
 
 std::vector<BlockId> RadixCache::match(const std::string& salt,
                                        std::span<const std::int32_t> tokens) {
+    const std::vector<PositionKey> keys(tokens.begin(), tokens.end());
+    return match(salt, std::span<const PositionKey>(keys));
+}
+
+std::size_t RadixCache::insert(const std::string& salt, std::span<const std::int32_t> tokens,
+                               std::span<BlockId> blocks) {
+    const std::vector<PositionKey> keys(tokens.begin(), tokens.end());
+    return insert(salt, std::span<const PositionKey>(keys), blocks);
+}
+
+std::vector<BlockId> RadixCache::match(const std::string& salt,
+                                       std::span<const PositionKey> tokens) {
     ++counters_.match_calls;
     std::vector<BlockId> blocks;
     auto root_it = roots_.find(salt);
@@ -58,7 +70,7 @@ std::vector<BlockId> RadixCache::match(const std::string& salt,
     return blocks;
 }
 
-std::size_t RadixCache::insert(const std::string& salt, std::span<const std::int32_t> tokens,
+std::size_t RadixCache::insert(const std::string& salt, std::span<const PositionKey> tokens,
                                std::span<BlockId> blocks) {
     const auto block_size = static_cast<std::size_t>(block_size_);
     OMNI_CHECK(tokens.size() >= blocks.size() * block_size,

@@ -5,9 +5,13 @@
 // that start with the same tokens share those blocks instead of computing them again (the
 // RadixAttention idea of SGLang, with edges of exactly one block).
 //
-// Roots are per `salt`: requests whose token ids alone do not determine their KV (injected
-// multimodal embeddings, another adapter) use a salt that names what else went into the cache,
-// so they never share blocks with requests that merely have the same ids.
+// Positions are keyed by a 64-bit PositionKey: the token id for a plain token, or a hash of the
+// token with whatever else determined its KV (injected media embeddings, explicit positions;
+// ar_content.cpp), so requests with the same placeholder ids but other media never share blocks.
+// The int32 overloads key positions by their token ids alone.
+//
+// Roots are per `salt`: requests whose KV differs for reasons the keys do not cover (another
+// adapter, a user's isolation) use a salt that names it.
 //
 // Ownership: the cache holds one allocator reference per node; match() takes one more for the
 // caller. A node is evictable when it is a leaf and the cache's reference is the only one.
@@ -30,6 +34,8 @@
 
 namespace omnirt::engine {
 
+using PositionKey = std::uint64_t;
+
 struct RadixCacheCounters {
     std::uint64_t match_calls = 0;
     std::uint64_t matched_blocks = 0;       // blocks handed out by match()
@@ -50,6 +56,8 @@ class RadixCache {
     // tokens.size() / block_size blocks), in position order. Each comes with a reference the
     // caller now owns (release it through the allocator). Marks the path as recently used.
     [[nodiscard]] std::vector<BlockId> match(const std::string& salt,
+                                             std::span<const PositionKey> tokens);
+    [[nodiscard]] std::vector<BlockId> match(const std::string& salt,
                                              std::span<const std::int32_t> tokens);
 
     // Caches the first blocks.size() blocks of a sequence: `tokens` holds at least
@@ -57,6 +65,8 @@ class RadixCache {
     // (i + 1) * block_size). Positions already cached keep their block: the caller's duplicate
     // is released and replaced in `blocks` by the cached one (with a reference for the caller),
     // so a caller's block table always agrees with the tree. Returns the number of new nodes.
+    std::size_t insert(const std::string& salt, std::span<const PositionKey> tokens,
+                       std::span<BlockId> blocks);
     std::size_t insert(const std::string& salt, std::span<const std::int32_t> tokens,
                        std::span<BlockId> blocks);
 
@@ -75,7 +85,7 @@ class RadixCache {
 
   private:
     struct Node;
-    using Key = std::vector<std::int32_t>;
+    using Key = std::vector<PositionKey>;
 
     Node& root(const std::string& salt);
     // Removes a leaf and releases its block. Returns its parent when that became a leaf (roots

@@ -1,4 +1,4 @@
-// ArSchedulers of tensor-parallel ranks in lockstep (ArSchedulerOptions::lockstep), over the
+// ArSchedulers of tensor-parallel ranks in lockstep (ArEngineConfig::lockstep), over the
 // FakeModel and an in-memory group (agree() is a barrier that exchanges the proposals): the ranks
 // schedule the same batches however late their messages arrive, unseeded requests draw rank 0's
 // seeds, aborts follow rank 0, stopping ends every rank, and a rank whose peer stopped or whose
@@ -15,6 +15,7 @@
 
 #include "engine/ar_scheduler.h"
 #include "engine/fake_model.h"
+#include "engine/hook_role.h"
 #include "engine/lockstep.h"
 #include "engine/scheduler_harness.h"
 
@@ -121,32 +122,35 @@ constexpr std::uint64_t kRankZeroSeed = 1234;
 // Two ranks' schedulers over FakeModels. Rank 1 is declared first so that rank 0 stops first
 // (the order of a TP stage's shutdown).
 // With `streams`: every step of a request takes one chunk of its input stream, and a request
-// without a chunk (and whose stream is not done) waits (ArSchedulerOptions::ready).
+// without a chunk (and whose stream is not done) waits (ArRole::ready).
 struct TwoRanks {
     explicit TwoRanks(Harness::Config config = {.num_blocks = 256, .block_size = 16},
                       std::optional<Error> connect_error = {}, bool streams = false)
         : group(2),
-          follower(options(1, connect_error, streams), config),
-          leader(options(0, connect_error, streams), config) {}
+          follower(options(1, connect_error, streams), config, role(streams)),
+          leader(options(0, connect_error, streams), config, role(streams)) {}
 
-    ArSchedulerOptions options(int rank, const std::optional<Error>& connect_error, bool streams) {
-        ArSchedulerOptions options{
+    ArEngineConfig options(int rank, const std::optional<Error>& connect_error, bool streams) {
+        return ArEngineConfig{
             .max_prefill_tokens = 24,  // chunked prompts
+            .accept_streams = streams,
             .seed = rank == 0 ? kRankZeroSeed : 99,
             .lockstep = std::make_shared<MemoryLockstep>(group, rank, 2, connect_error)};
-        if (streams) {
-            options.accept_streams = true;
-            options.before_forward = [](ArSequence& sequence, SequenceInput&) {
-                if (!sequence.stream_input().chunks.empty()) {
-                    sequence.stream_input().chunks.pop_front();
-                }
-                return ok_status();
-            };
-            options.ready = [](const ArSequence& sequence) {
-                return !sequence.stream_input().chunks.empty() || sequence.stream_input().done();
-            };
-        }
-        return options;
+    }
+    static std::unique_ptr<ArRole> role(bool streams) {
+        if (!streams) return nullptr;
+        return hook_role({.prepare =
+                              [](ArSequence& sequence, SequenceInput&) {
+                                  if (!sequence.stream_input().chunks.empty()) {
+                                      sequence.stream_input().chunks.pop_front();
+                                  }
+                                  return ok_status();
+                              },
+                          .ready =
+                              [](const ArSequence& sequence) {
+                                  return !sequence.stream_input().chunks.empty() ||
+                                         sequence.stream_input().done();
+                              }});
     }
 
     // A stream message for both ranks, the follower first.
@@ -375,8 +379,8 @@ TEST(ArLockstepTest, RanksThatDivergeFailLoudly) {
 TEST(ArLockstepTest, StopCancelsACollectiveWhosePeersNeverCome) {
     MemoryGroup group(2);
     // Rank 1 never runs: rank 0 waits in connect() until stop() cancels after the grace.
-    Harness leader(ArSchedulerOptions{.lockstep = std::make_shared<MemoryLockstep>(group, 0, 2),
-                                      .lockstep_stop_grace = std::chrono::milliseconds(50)},
+    Harness leader(ArEngineConfig{.lockstep = std::make_shared<MemoryLockstep>(group, 0, 2),
+                                  .lockstep_stop_grace = std::chrono::milliseconds(50)},
                    {.num_blocks = 16, .block_size = 4});
     leader.submit("a", make_prompt(3, 1), params_max_tokens(2));
     leader.scheduler().stop();

@@ -1,188 +1,214 @@
-// ArScheduler hooks for the omni roles, with the FakeModel: BeforeForward (embedding
-// injection, ThinkerModelRunner), FeedbackStrategy (FeedbackARModelRunner), hidden states to
-// stream targets, and failures of hooks and of the model.
+// The ArRole seam with the FakeModel: content handed over in RequestSetup (embeddings at
+// placeholder positions, keyed by content in the prefix cache), prepare_step and its rules,
+// typed per-request state, hidden states to stream targets, per-request stream targets, and
+// failures of the role and of the model.
 #include "engine/ar_scheduler.h"
 
+#include <ATen/ops/full.h>
 #include <ATen/ops/zeros.h>
 #include <gtest/gtest.h>
 
-#include <any>
 #include <string>
 #include <vector>
 
 #include "engine/fake_model.h"
+#include "engine/hook_role.h"
 #include "engine/scheduler_harness.h"
 
 namespace omnirt::engine::testing {
 namespace {
 
-// Replaces the embedding of prompt position 0 with data.embed_value (the fake model reads the
-// first element of an injected row as the token value at that position).
-Status inject_first_position(ArSequence& sequence, SequenceInput& input) {
-    const Value* value = sequence.input().data.find("embed_value");
-    if (value == nullptr) return ok_status();
+// Like a thinker's media: data.embed_value (an int) is an "image" whose one embedding row
+// replaces prompt position 0 (the fake model reads a row's first element as the value there).
+Result<RequestSetup> image_at_first_position(const StagePayload& payload) {
+    OMNI_TRY(RequestSetup setup, read_request_setup(payload));
+    const Value* value = payload.data.find("embed_value");
+    if (value == nullptr) return setup;
     if (!value->is_int()) return fail(ErrorCode::invalid_argument, "embed_value must be an int");
-    if (input.start_position > 0) return ok_status();
-    const auto rows = static_cast<std::int64_t>(input.tokens.size());
-    at::Tensor embeds = at::zeros({rows, 1}, at::kFloat);
-    embeds[0][0] = static_cast<float>(value->as_int());
-    input.input_embeds = embeds;
-    input.embed_mask.assign(input.tokens.size(), false);
-    input.embed_mask[0] = true;
-    // The hook's own state survives between calls.
-    auto* calls = std::any_cast<int>(&sequence.hook_state());
-    if (calls == nullptr) {
-        sequence.hook_state() = 1;
-    } else {
-        ++*calls;
-    }
-    return ok_status();
+    setup.embeddings.push_back(PositionRun{
+        .begin = 0,
+        .values = at::full({1, kFakeHidden}, static_cast<float>(value->as_int()), at::kFloat)});
+    return setup;
 }
 
-TEST(ArSchedulerHooksTest, BeforeForwardInjectsEmbeddingsAndTheSaltKeepsThemApart) {
-    Harness harness({.before_forward = inject_first_position}, {});
-    const auto prompt = make_prompt(30, 9);
-    auto with_first = [&](std::int32_t first) {
-        auto modified = prompt;
-        modified[0] = first;
-        return modified;
-    };
-    // Same token ids, different injected embeddings: distinct salts, distinct outputs.
-    harness.submit("image_a", prompt, params_max_tokens(12),
-                   Map{{"embed_value", Value(5)}, {"cache_salt", Value("a")}});
+std::vector<std::int32_t> with_first(std::vector<std::int32_t> prompt, std::int32_t first) {
+    prompt[0] = first;
+    return prompt;
+}
+
+TEST(ArSchedulerHooksTest, DifferentMediaAtTheSamePlaceholdersNeverShareThePrefixCache) {
+    Harness harness({}, {}, hook_role({.open = image_at_first_position}));
+    const auto prompt = make_prompt(30, 9);  // position 0 holds the placeholder id
+    harness.submit("image_a", prompt, params_max_tokens(12), Map{{"embed_value", Value(5)}});
     ASSERT_TRUE(harness.wait_for_ends(1));
-    harness.submit("image_b", prompt, params_max_tokens(12),
-                   Map{{"embed_value", Value(17)}, {"cache_salt", Value("b")}});
+    // No salt: the same ids with other media (or none) must still get their own KV.
+    harness.submit("image_b", prompt, params_max_tokens(12), Map{{"embed_value", Value(17)}});
+    ASSERT_TRUE(harness.wait_for_ends(1));
     harness.submit("plain", prompt, params_max_tokens(12));
-    ASSERT_TRUE(harness.wait_for_ends(2));
+    ASSERT_TRUE(harness.wait_for_ends(1));
     for (const char* id : {"image_a", "image_b", "plain"}) {
         ASSERT_FALSE(harness.outputs[id].error.has_value())
             << harness.outputs[id].error->to_string();
     }
-    EXPECT_NE(expected_greedy(with_first(5), 12), expected_greedy(with_first(17), 12));
-    EXPECT_EQ(harness.outputs["image_a"].output_ids(), expected_greedy(with_first(5), 12));
-    EXPECT_EQ(harness.outputs["image_b"].output_ids(), expected_greedy(with_first(17), 12));
+    ASSERT_NE(expected_greedy(with_first(prompt, 5), 12),
+              expected_greedy(with_first(prompt, 17), 12));
+    EXPECT_EQ(harness.outputs["image_a"].output_ids(), expected_greedy(with_first(prompt, 5), 12));
+    EXPECT_EQ(harness.outputs["image_b"].output_ids(), expected_greedy(with_first(prompt, 17), 12));
     EXPECT_EQ(harness.outputs["plain"].output_ids(), expected_greedy(prompt, 12));
-    // The same salt again shares the cached prefix, and the output is still right.
-    const std::uint64_t hits = harness.scheduler().stats().prefix_hit_tokens;
-    harness.submit("image_a2", prompt, params_max_tokens(12),
-                   Map{{"embed_value", Value(5)}, {"cache_salt", Value("a")}});
+    EXPECT_EQ(harness.scheduler().stats().prefix_hit_tokens, 0u);
+    // The same image again shares the cached prefix, and the output is still right.
+    harness.submit("image_a2", prompt, params_max_tokens(12), Map{{"embed_value", Value(5)}});
     ASSERT_TRUE(harness.wait_for_ends(1));
-    EXPECT_EQ(harness.outputs["image_a2"].output_ids(), expected_greedy(with_first(5), 12));
-    EXPECT_GT(harness.scheduler().stats().prefix_hit_tokens, hits);
+    EXPECT_EQ(harness.outputs["image_a2"].output_ids(), expected_greedy(with_first(prompt, 5), 12));
+    EXPECT_GT(harness.scheduler().stats().prefix_hit_tokens, 0u);
     EXPECT_TRUE(harness.wait_idle_and_clean());
 }
 
-TEST(ArSchedulerHooksTest, AFailingHookFailsItsRequestOnly) {
-    Harness harness({.before_forward = inject_first_position}, {});
-    harness.submit("bad", make_prompt(5, 1), params_max_tokens(4),
-                   Map{{"embed_value", Value("x")}});
+TEST(ArSchedulerHooksTest, MalformedSetupContentFailsItsRequestWithAClearError) {
+    auto bad_setup = [](const StagePayload& payload) -> Result<RequestSetup> {
+        OMNI_TRY(RequestSetup setup, read_request_setup(payload));
+        const std::string kind = payload.data.find("kind")->as_string();
+        if (kind == "outside") {
+            setup.embeddings.push_back(
+                PositionRun{.begin = 3, .values = at::zeros({4, kFakeHidden})});
+        } else if (kind == "width") {
+            setup.embeddings.push_back(PositionRun{.begin = 0, .values = at::zeros({1, 3})});
+        } else if (kind == "overlap") {
+            setup.embeddings.push_back(PositionRun{.begin = 0, .values = at::zeros({2, 4})});
+            setup.embeddings.push_back(PositionRun{.begin = 1, .values = at::zeros({1, 4})});
+        } else if (kind == "layer") {
+            setup.layer_injections.push_back(
+                LayerRun{.after_layers = kFakeLayers + 1,
+                         .add = {.begin = 0, .values = at::zeros({1, kFakeHidden})}});
+        } else if (kind == "positions") {
+            setup.positions = at::zeros({4, 5}, at::kLong);  // 4 axes, the model takes 3
+        } else if (kind == "offset") {
+            setup.position_offset = 3;
+        } else if (kind == "capture") {
+            setup.captures.push_back(CaptureSpec{.after_layers = 0, .begin = 4, .end = 2});
+        } else if (kind == "vocabulary") {
+            setup.prompt[2] = 9999;  // not replaced by an embedding
+        }
+        return setup;
+    };
+    Harness harness({}, {}, hook_role({.open = bad_setup}));
+    const std::vector<std::pair<std::string, std::string>> cases = {
+        {"outside", "outside the prompt"},
+        {"width", "values must be a floating"},
+        {"overlap", "two runs replace position"},
+        {"layer", "after_layers 3 is outside"},
+        {"positions", "positions must be"},
+        {"offset", "position_offset needs"},
+        {"capture", "captures:"},
+        {"vocabulary", "outside the vocabulary"}};
+    for (const auto& [kind, message] : cases) {
+        harness.submit(kind, make_prompt(5, 3), params_max_tokens(2), Map{{"kind", Value(kind)}});
+    }
+    ASSERT_TRUE(harness.wait_for_ends(cases.size()));
+    for (const auto& [kind, message] : cases) {
+        ASSERT_TRUE(harness.outputs[kind].error.has_value()) << kind;
+        EXPECT_EQ(harness.outputs[kind].error->code, ErrorCode::invalid_argument) << kind;
+        EXPECT_NE(harness.outputs[kind].error->message.find(message), std::string::npos)
+            << kind << ": " << harness.outputs[kind].error->message;
+    }
+    EXPECT_TRUE(harness.wait_idle_and_clean());
+}
+
+// Writes data.embed_value at the step's first row: content the engine does not hold.
+Status inject_in_step(ArSequence& sequence, SequenceInput& input) {
+    const Value* value = sequence.input().data.find("embed_value");
+    if (value == nullptr) return ok_status();
+    if (!value->is_int()) return fail(ErrorCode::invalid_argument, "embed_value must be an int");
+    input.embeddings = RowValues{
+        .rows = {0},
+        .values = at::full({1, kFakeHidden}, static_cast<float>(value->as_int()), at::kFloat)};
+    return ok_status();
+}
+
+TEST(ArSchedulerHooksTest, PrepareStepContentNeedsThePrefixCacheOff) {
+    Harness harness({}, {}, hook_role({.prepare = inject_in_step}));
+    const auto prompt = make_prompt(6, 4);
+    harness.submit("cached", prompt, params_max_tokens(3), Map{{"embed_value", Value(5)}});
+    harness.submit("bad", prompt, params_max_tokens(3), Map{{"embed_value", Value("x")}});
     harness.submit("good", make_prompt(5, 2), params_max_tokens(4));
-    ASSERT_TRUE(harness.wait_for_ends(2));
+    ASSERT_TRUE(harness.wait_for_ends(3));
+    ASSERT_TRUE(harness.outputs["cached"].error.has_value());
+    EXPECT_EQ(harness.outputs["cached"].error->code, ErrorCode::failed_precondition);
+    EXPECT_NE(harness.outputs["cached"].error->message.find("RequestSetup::prefix_cache"),
+              std::string::npos);
     ASSERT_TRUE(harness.outputs["bad"].error.has_value());
     EXPECT_NE(
-        harness.outputs["bad"].error->message.find("before_forward: embed_value must be an int"),
+        harness.outputs["bad"].error->message.find("prepare_step: embed_value must be an int"),
         std::string::npos)
         << harness.outputs["bad"].error->message;
     EXPECT_EQ(harness.outputs["good"].output_ids(), expected_greedy(make_prompt(5, 2), 4));
     EXPECT_TRUE(harness.wait_idle_and_clean());
+
+    // With the cache off for the request, the step's content counts.
+    auto no_cache = [](const StagePayload& payload) -> Result<RequestSetup> {
+        OMNI_TRY(RequestSetup setup, read_request_setup(payload));
+        setup.prefix_cache = false;
+        return setup;
+    };
+    Harness allowed({}, {}, hook_role({.open = no_cache, .prepare = inject_in_step}));
+    allowed.submit("cached", prompt, params_max_tokens(3), Map{{"embed_value", Value(5)}});
+    ASSERT_TRUE(allowed.wait_for_ends(1));
+    ASSERT_FALSE(allowed.outputs["cached"].error.has_value());
+    std::vector<std::int64_t> history(prompt.begin(), prompt.end());
+    history[0] = 5;  // the first step's row 0
+    EXPECT_EQ(allowed.outputs["cached"].output_ids()[0], next_token(history));
 }
 
-// The feedback loop of a talker-like model: the token sampled at a step, plus one, is written
-// into the model's buffer before the next step and changes its next-token rule.
-class PlusOneFeedback final : public FeedbackStrategy {
-  public:
-    explicit PlusOneFeedback(FakeModel* model) : model_(model) {}
-    Status write_buffers(std::span<ArSequence* const> sequences,
-                         std::span<SequenceInput> inputs) override {
-        EXPECT_EQ(sequences.size(), inputs.size());
-        for (ArSequence* sequence : sequences) {
-            const auto* last = std::any_cast<std::int64_t>(&sequence->feedback());
-            model_->set_feedback(sequence->request_id(), last == nullptr ? 0 : *last);
-        }
-        return ok_status();
-    }
-    Result<std::vector<StepFeedback>> extract_output(
-        const ForwardOutput& output, std::span<const std::int64_t> rows,
-        std::span<ArSequence* const> sequences, std::span<const std::int32_t> sampled) override {
-        std::vector<StepFeedback> out;
-        for (std::size_t i = 0; i < sequences.size(); ++i) {
-            EXPECT_LT(rows[i], output.logits.size(0));
-            const std::int64_t next = sampled[i] + 1;
-            out.push_back(StepFeedback{.state = next, .chunk = Map{{"codes", Value(next)}}});
-        }
-        return out;
-    }
-
-  private:
-    FakeModel* model_;
+// Typed per-request state: created with the request, seen by every hook, closed once.
+struct Counted final : RoleRequestState {
+    explicit Counted(int* closes) : closes(closes) {}
+    int* closes;
+    int steps = 0;
 };
 
-std::vector<std::int32_t> expected_with_feedback(const std::vector<std::int32_t>& prompt,
-                                                 std::int64_t max_tokens) {
-    std::vector<std::int64_t> history(prompt.begin(), prompt.end());
-    std::vector<std::int32_t> out;
-    std::int64_t feedback = 0;
-    for (std::int64_t i = 0; i < max_tokens; ++i) {
-        const std::int32_t token = next_token(history, feedback);
-        out.push_back(token);
-        history.push_back(token);
-        feedback = token + 1;
-    }
-    return out;
-}
-
-TEST(ArSchedulerHooksTest, FeedbackStrategyClosesTheLoop) {
-    // The strategy needs the model, which the harness creates: build the scheduler here.
-    auto model = std::make_unique<FakeModel>(128, 4);
-    FakeModel* raw = model.get();
-    auto created = ArScheduler::create({.stage_name = "talker",
-                                        .num_kv_blocks = 128,
-                                        .block_size = 4,
-                                        .enable_prefix_cache = false,
-                                        .feedback = std::make_unique<PlusOneFeedback>(raw)},
-                                       std::move(model));
-    ASSERT_TRUE(created.has_value());
-    ArScheduler& scheduler = **created;
-    ASSERT_TRUE(scheduler.start().has_value());
-    std::vector<std::vector<std::int32_t>> prompts;
-    for (int i = 0; i < 3; ++i) {
-        prompts.push_back(make_prompt(8 + i, 300 + i));
-        StagePayload payload{
-            .request_id = "t" + std::to_string(i),
-            .request = OmniRequest{.params = params_max_tokens(15)},
-            .data = Value(Map{{"input_ids", Value(Tensor::from_vector(prompts.back()))}})};
-        ASSERT_TRUE(scheduler.inbox().push(pipeline::IncomingMessage{
-            .request_id = payload.request_id,
-            .kind = pipeline::IncomingKind::new_request,
-            .payload = std::make_shared<const StagePayload>(std::move(payload))}));
-    }
-    std::map<std::string, std::vector<std::int64_t>> codes;
-    std::map<std::string, std::vector<std::int32_t>> outputs;
-    for (int ended = 0; ended < 3;) {
-        auto message = scheduler.outbox().pop();
-        ASSERT_TRUE(message.has_value());
-        if (message->kind == pipeline::OutgoingKind::stream) {
-            codes[message->request_id].push_back(message->chunk->chunk.find("codes")->as_int());
-        } else {
-            ASSERT_EQ(message->kind, pipeline::OutgoingKind::result) << message->error.to_string();
-            outputs[message->request_id] = tensor_ids(*message->result->data.find("output_ids"));
-            ++ended;
-        }
-    }
-    for (int i = 0; i < 3; ++i) {
-        const std::string id = "t" + std::to_string(i);
-        const auto expected = expected_with_feedback(prompts[static_cast<std::size_t>(i)], 15);
-        EXPECT_EQ(outputs[id], expected);
-        EXPECT_NE(outputs[id], expected_greedy(prompts[static_cast<std::size_t>(i)], 15));
-        ASSERT_EQ(codes[id].size(), 15u);
-        for (std::size_t k = 0; k < 15; ++k) EXPECT_EQ(codes[id][k], expected[k] + 1);
-    }
-    scheduler.stop();
+TEST(ArSchedulerHooksTest, RoleStateIsTypedAndClosedOnceWhateverEndsTheRequest) {
+    int closes = 0;
+    int seen_steps = 0;
+    Harness harness({}, {},
+                    hook_role({.open = [&](const StagePayload& payload) -> Result<RequestSetup> {
+                                   OMNI_TRY(RequestSetup setup, read_request_setup(payload));
+                                   setup.state = std::make_unique<Counted>(&closes);
+                                   return setup;
+                               },
+                               .prepare =
+                                   [](ArSequence& sequence, SequenceInput&) {
+                                       ++sequence.role_state<Counted>()->steps;
+                                       return ok_status();
+                                   },
+                               .closed =
+                                   [&](ArSequence& sequence) {
+                                       Counted* state = sequence.role_state<Counted>();
+                                       ASSERT_NE(state, nullptr);
+                                       ++*state->closes;
+                                       seen_steps += state->steps;
+                                   }}));
+    harness.submit("done", make_prompt(5, 1), params_max_tokens(3));
+    ASSERT_TRUE(harness.wait_for_ends(1));
+    EXPECT_EQ(closes, 1);
+    EXPECT_EQ(seen_steps, 3);
+    // Aborted while it waits for blocks or runs: closed once, and the runner's state too.
+    harness.submit("aborted", make_prompt(5, 2), params_max_tokens(1000));
+    ASSERT_TRUE(harness.wait_for_chunks("aborted", 1));
+    harness.scheduler().abort("aborted");
+    // (A snapshot from before the request arrived may still say idle: wait for the abort.)
+    ASSERT_TRUE(harness.scheduler().wait_for_stats(
+        [](const ArSchedulerStats& stats) {
+            return stats.aborted_requests == 1 && stats.idle && stats.running == 0;
+        },
+        std::chrono::seconds(60)));
+    ASSERT_TRUE(harness.wait_idle_and_clean());
+    EXPECT_EQ(closes, 2);
+    EXPECT_EQ(harness.model().open_requests(), 0u);
 }
 
 TEST(ArSchedulerHooksTest, HiddenStatesGoToStreamTargetsOnly) {
-    Harness harness({.stream_targets = {"talker"}, .stream_hidden = true}, {});
+    Harness harness({.stream_targets = {"talker"}}, {},
+                    hook_role({.text = {.stream_hidden = true}}));
     const auto prompt = make_prompt(7, 11);
     harness.submit("h", prompt, params_max_tokens(5));
     ASSERT_TRUE(harness.wait_for_ends(1));
@@ -218,10 +244,8 @@ TEST(ArSchedulerHooksTest, StreamTargetsChosenPerRequest) {
         if (wanted->as_string().empty()) return std::vector<std::string>{"talker"};
         return std::vector<std::string>{wanted->as_string()};
     };
-    Harness harness({.stream_targets = {"talker", "other"},
-                     .stream_targets_for = choose,
-                     .stream_hidden = true},
-                    {});
+    Harness harness({.stream_targets = {"talker", "other"}}, {},
+                    hook_role({.text = {.stream_targets_for = choose, .stream_hidden = true}}));
     const auto prompt = make_prompt(6, 12);
     harness.submit("audio", prompt, params_max_tokens(4), Map{{"targets", Value("")}});
     harness.submit("text", prompt, params_max_tokens(4));

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -14,6 +15,7 @@
 
 #include "engine/ar_scheduler.h"
 #include "engine/fake_model.h"
+#include "engine/hook_role.h"
 #include "engine/scheduler_harness.h"
 
 namespace omnirt::engine::testing {
@@ -32,11 +34,9 @@ Status take_one_chunk(ArSequence& sequence, SequenceInput& input) {
         return fail(ErrorCode::invalid_argument, "a stream chunk without an int value");
     }
     const auto rows = static_cast<std::int64_t>(input.tokens.size());
-    at::Tensor embeds = at::zeros({rows, 1}, at::kFloat);
-    embeds[rows - 1][0] = static_cast<float>(value->as_int());
-    input.input_embeds = embeds;
-    input.embed_mask.assign(input.tokens.size(), false);
-    input.embed_mask.back() = true;
+    at::Tensor embeds = at::zeros({1, kFakeHidden}, at::kFloat);
+    embeds[0][0] = static_cast<float>(value->as_int());
+    input.embeddings = RowValues{.rows = {rows - 1}, .values = embeds};
     stream.chunks.pop_front();
     return ok_status();
 }
@@ -45,11 +45,13 @@ bool has_input(const ArSequence& sequence) {
     return !sequence.stream_input().chunks.empty() || sequence.stream_input().done();
 }
 
-ArSchedulerOptions stream_options() {
-    return ArSchedulerOptions{.enable_prefix_cache = false,  // the cache holds injected values
-                              .before_forward = take_one_chunk,
-                              .accept_streams = true,
-                              .ready = has_input};
+ArEngineConfig stream_options() {
+    // The role injects values in prepare_step, which the prefix-cache keys do not cover.
+    return ArEngineConfig{.enable_prefix_cache = false, .accept_streams = true};
+}
+
+std::unique_ptr<ArRole> stream_role(std::function<bool(const ArSequence&)> ready = has_input) {
+    return hook_role({.prepare = take_one_chunk, .ready = std::move(ready)});
 }
 
 // The output of `prompt` when step i's last position holds values[i] (while there are values).
@@ -95,7 +97,7 @@ std::uint64_t wait_quiet_after(Harness& harness, std::uint64_t steps) {
 }
 
 TEST(ArSchedulerStreamInputTest, EachStepTakesAChunkAndWaitsForTheNext) {
-    Harness harness(stream_options(), {});
+    Harness harness(stream_options(), {}, stream_role());
     const auto prompt = make_prompt(6, 21);
     harness.submit("talker", prompt, params_max_tokens(8));
     // No chunk yet: not admitted, nothing computed, the engine waits.
@@ -146,7 +148,7 @@ TEST(ArSchedulerStreamInputTest, EachStepTakesAChunkAndWaitsForTheNext) {
 }
 
 TEST(ArSchedulerStreamInputTest, ChunksBeforeTheRequestAreKeptForIt) {
-    Harness harness(stream_options(), {});
+    Harness harness(stream_options(), {}, stream_role());
     const std::vector<std::int64_t> values = {3, 30, 13};
     for (std::int64_t i = 0; i < 3; ++i) send_chunk(harness, "early", i, values[i]);
     send_done(harness, "early");
@@ -162,7 +164,7 @@ TEST(ArSchedulerStreamInputTest, ChunksBeforeTheRequestAreKeptForIt) {
 }
 
 TEST(ArSchedulerStreamInputTest, TwoSourcesMustBothBeDone) {
-    Harness harness(stream_options(), {});
+    Harness harness(stream_options(), {}, stream_role());
     const auto prompt = make_prompt(4, 24);
     harness.submit("pair", prompt, params_max_tokens(5));
     send_chunk(harness, "pair", 0, 8, "audio");
@@ -180,7 +182,7 @@ TEST(ArSchedulerStreamInputTest, TwoSourcesMustBothBeDone) {
 }
 
 TEST(ArSchedulerStreamInputTest, AbortOfAWaitingRequestFreesItsBlocksAtOnce) {
-    Harness harness(stream_options(), {});
+    Harness harness(stream_options(), {}, stream_role());
     harness.submit("held", make_prompt(10, 25), params_max_tokens(20));
     send_chunk(harness, "held", 0, 4);
     send_chunk(harness, "held", 1, 6);
@@ -214,7 +216,7 @@ TEST(ArSchedulerStreamInputTest, AbortOfAWaitingRequestFreesItsBlocksAtOnce) {
 }
 
 TEST(ArSchedulerStreamInputTest, LateChunksOfAnEndedRequestAreNotKept) {
-    Harness harness(stream_options(), {});
+    Harness harness(stream_options(), {}, stream_role());
     const auto prompt = make_prompt(5, 27);
     harness.submit("done", prompt, params_max_tokens(3));
     send_done(harness, "done");
@@ -229,9 +231,9 @@ TEST(ArSchedulerStreamInputTest, LateChunksOfAnEndedRequestAreNotKept) {
 }
 
 TEST(ArSchedulerStreamInputTest, PastTheBoundTheOldestEarlyChunksGoAndTheirRequestFails) {
-    ArSchedulerOptions options = stream_options();
+    ArEngineConfig options = stream_options();
     options.max_early_stream_chunks = 4;
-    Harness harness(std::move(options), {});
+    Harness harness(std::move(options), {}, stream_role());
     // "gone" never comes (a route took it elsewhere); "first" comes later.
     for (std::int64_t i = 0; i < 3; ++i) send_chunk(harness, "gone", i, i + 1);
     for (std::int64_t i = 0; i < 2; ++i) send_chunk(harness, "first", i, i + 7);
@@ -269,7 +271,8 @@ TEST(ArSchedulerStreamInputTest, PastTheBoundTheOldestEarlyChunksGoAndTheirReque
 
 TEST(ArSchedulerStreamInputTest, AnIdCanComeAgainOnceItsRequestEnded) {
     for (const bool streams : {false, true}) {
-        Harness harness(streams ? stream_options() : ArSchedulerOptions{}, {});
+        Harness harness(streams ? stream_options() : ArEngineConfig{}, {},
+                        streams ? stream_role() : nullptr);
         const auto prompt = make_prompt(5, 32);
         for (int round = 0; round < 2; ++round) {
             harness.submit("again", prompt, params_max_tokens(3));
@@ -287,12 +290,12 @@ TEST(ArSchedulerStreamInputTest, AnIdCanComeAgainOnceItsRequestEnded) {
 }
 
 TEST(ArSchedulerStreamInputTest, AThrowingReadyCheckFailsItsRequestOnly) {
-    ArSchedulerOptions options = stream_options();
-    options.ready = [](const ArSequence& sequence) -> bool {
-        if (sequence.request_id() == "bad") throw std::runtime_error("no state for this one");
-        return has_input(sequence);
-    };
-    Harness harness(std::move(options), {});
+    Harness harness(stream_options(), {}, stream_role([](const ArSequence& sequence) -> bool {
+                        if (sequence.request_id() == "bad") {
+                            throw std::runtime_error("no state for this one");
+                        }
+                        return has_input(sequence);
+                    }));
     harness.submit("bad", make_prompt(4, 30), params_max_tokens(3));
     const auto prompt = make_prompt(5, 31);
     harness.submit("good", prompt, params_max_tokens(3));
@@ -307,7 +310,7 @@ TEST(ArSchedulerStreamInputTest, AThrowingReadyCheckFailsItsRequestOnly) {
 }
 
 TEST(ArSchedulerStreamInputTest, AMalformedChunkFailsItsRequestOnly) {
-    Harness harness(stream_options(), {});
+    Harness harness(stream_options(), {}, stream_role());
     harness.submit("bad", make_prompt(4, 29), params_max_tokens(3));
     ASSERT_TRUE(harness.scheduler().inbox().push(
         pipeline::IncomingMessage{.request_id = "bad",

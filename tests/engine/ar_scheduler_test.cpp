@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "engine/fake_model.h"
+#include "engine/hook_role.h"
 #include "engine/scheduler_harness.h"
 
 namespace omnirt::engine::testing {
@@ -133,7 +134,7 @@ TEST(ArSchedulerTest, StopStringAcrossTokenBoundariesIsCutAndNeverStreamed) {
     ASSERT_LE(at, 11u);
     const std::size_t tokens_until_stop = (at + stop.size() - 1) / 2 + 1;
 
-    Harness harness({.detokenize = two_letters}, {});
+    Harness harness({}, {}, hook_role({.text = {.detokenize = two_letters}}));
     harness.submit("s", prompt,
                    Value(Map{{"max_tokens", Value(40)},
                              {"stop", Value(List{Value("zzzz"), Value(stop)})},
@@ -167,7 +168,7 @@ TEST(ArSchedulerTest, LengthStopTokensAndEos) {
     const auto first_eos = static_cast<std::size_t>(
         std::find(reference.begin(), reference.end(), eos) - reference.begin());
 
-    Harness harness({.eos_token_ids = {eos}, .detokenize = two_letters}, {});
+    Harness harness({.eos_token_ids = {eos}}, {}, hook_role({.text = {.detokenize = two_letters}}));
     harness.submit("length", prompt,
                    params_max_tokens(5, {{"temperature", Value(0)}, {"ignore_eos", Value(true)}}));
     harness.submit("zero", prompt, params_max_tokens(0));
@@ -326,7 +327,7 @@ TEST(ArSchedulerTest, PrepareInputBuildsPromptsWithoutInputIds) {
         for (char c : word->as_string()) ids.push_back(c - 'a');
         return ids;
     };
-    Harness harness({.prepare_input = prepare}, {});
+    Harness harness({}, {}, hook_role({.text = {.prepare_input = prepare}}));
     auto request = [](Value inputs) {
         return OmniRequest{.inputs = std::move(inputs), .params = params_max_tokens(4)};
     };

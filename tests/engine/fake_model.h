@@ -9,6 +9,7 @@
 // the batch's tables reference, and checks that no two sequences of a step write one block and
 // that a written block is in no other sequence's table.
 #include <ATen/core/Tensor.h>
+#include <ATen/ops/cat.h>
 #include <ATen/ops/full.h>
 #include <ATen/ops/zeros.h>
 
@@ -27,6 +28,21 @@ namespace omnirt::engine::testing {
 
 inline constexpr std::int64_t kFakeVocab = 64;
 inline constexpr std::int32_t kFakeEos = 63;
+inline constexpr std::int64_t kFakeHidden = 4;
+inline constexpr std::int32_t kFakeLayers = 2;
+
+// What the fake model captures after `after_layers` layers at position p: the value the cache
+// holds there (plus the injections of layers up to after_layers), a checksum of every earlier
+// position, the layer count and p, so a wrong block, a lost position or a wrong layer shows.
+inline std::vector<float> fake_capture(const std::vector<std::int64_t>& history, std::int64_t p,
+                                       std::int32_t after_layers, float injected) {
+    double checksum = 0;
+    for (std::int64_t q = 0; q <= p; ++q) {
+        checksum += static_cast<double>(history[static_cast<std::size_t>(q)]) * (q + 1);
+    }
+    return {static_cast<float>(history[static_cast<std::size_t>(p)]) + injected,
+            static_cast<float>(checksum), static_cast<float>(after_layers), static_cast<float>(p)};
+}
 
 // The next token after `history` (values as the fake cache holds them), plus `feedback`.
 // Never kFakeEos unless `allow_eos` and the rule lands there.
@@ -69,6 +85,27 @@ class FakeModel final : public ModelRunner {
         return KVCacheSpec{.num_layers = 1, .num_kv_heads = 1, .head_dim = 1, .dtype = at::kFloat};
     }
     std::int64_t vocab_size() const override { return kFakeVocab; }
+    ModelCapabilities capabilities() const override {
+        return {.embeddings = true,
+                .position_axes = 3,
+                .layer_injections = true,
+                .captures = true,
+                .num_layers = kFakeLayers,
+                .hidden_size = kFakeHidden};
+    }
+    Status open_request(const std::string& request_id) override {
+        std::lock_guard lock(mutex_);
+        if (!open_.insert(request_id).second)
+            return violation_status("opened twice: " + request_id);
+        ++opens_;
+        return ok_status();
+    }
+    void close_request(const std::string& request_id) override {
+        std::lock_guard lock(mutex_);
+        if (open_.erase(request_id) == 0) {
+            static_cast<void>(violation_status("closed but not open: " + request_id));
+        }
+    }
     std::int64_t max_positions() const override { return max_positions_; }
 
     Result<ForwardOutput> forward(std::span<const SequenceInput> batch, KVCache&) override {
@@ -119,23 +156,71 @@ class FakeModel final : public ModelRunner {
 
         const auto rows = static_cast<std::int64_t>(batch.size());
         at::Tensor logits = at::zeros({rows, kFakeVocab}, at::kFloat);
-        at::Tensor hidden = at::zeros({rows, 4}, at::kFloat);
+        at::Tensor hidden = at::zeros({rows, kFakeHidden}, at::kFloat);
+        std::vector<std::vector<at::Tensor>> captures;
         auto* out = logits.data_ptr<float>();
         for (std::int64_t r = 0; r < rows; ++r) {
             const SequenceInput& sequence = batch[static_cast<std::size_t>(r)];
-            for (std::size_t i = 0; i < sequence.tokens.size(); ++i) {
-                std::int64_t value = sequence.tokens[i];
-                if (sequence.input_embeds && i < sequence.embed_mask.size() &&
-                    sequence.embed_mask[i]) {
-                    value = static_cast<std::int64_t>(std::lround(
-                        (*sequence.input_embeds)[static_cast<std::int64_t>(i)][0].item<float>()));
-                }
-                slot(sequence, sequence.start_position + static_cast<std::int64_t>(i)) = value;
+            if (!open_.contains(sequence.request_id)) {
+                return violation("a forward of a request that is not open: " + sequence.request_id);
             }
-            const std::int64_t end =
-                sequence.start_position + static_cast<std::int64_t>(sequence.tokens.size());
+            const auto count = static_cast<std::int64_t>(sequence.tokens.size());
+            std::vector<std::int64_t> values(sequence.tokens.begin(), sequence.tokens.end());
+            if (sequence.embeddings) {
+                const RowValues& rows = *sequence.embeddings;
+                for (std::size_t j = 0; j < rows.rows.size(); ++j) {
+                    values[static_cast<std::size_t>(rows.rows[j])] = static_cast<std::int64_t>(
+                        std::lround(rows.values[static_cast<std::int64_t>(j)][0].item<float>()));
+                }
+            }
+            // Layer injections add to what later layers see: the cache holds the value plus
+            // every injection (each rounded), so they change the next tokens too.
+            std::vector<std::vector<float>> added(static_cast<std::size_t>(kFakeLayers) + 1,
+                                                  std::vector<float>(values.size(), 0.0F));
+            for (const LayerInjection& injection : sequence.layer_injections) {
+                for (std::size_t j = 0; j < injection.add.rows.size(); ++j) {
+                    const float add =
+                        injection.add.values[static_cast<std::int64_t>(j)][0].item<float>();
+                    for (auto n = static_cast<std::size_t>(injection.after_layers);
+                         n <= static_cast<std::size_t>(kFakeLayers); ++n) {
+                        added[n][static_cast<std::size_t>(injection.add.rows[j])] += add;
+                    }
+                }
+            }
+            for (std::int64_t i = 0; i < count; ++i) {
+                slot(sequence, sequence.start_position + i) =
+                    values[static_cast<std::size_t>(i)] +
+                    std::lround(
+                        added[static_cast<std::size_t>(kFakeLayers)][static_cast<std::size_t>(i)]);
+            }
+            const std::int64_t end = sequence.start_position + count;
             std::vector<std::int64_t> history;
             for (std::int64_t p = 0; p < end; ++p) history.push_back(slot(sequence, p));
+            // Captures see the raw value plus the injections up to their layer.
+            std::vector<at::Tensor> captured;
+            for (const CaptureRequest& capture : sequence.captures) {
+                at::Tensor rows_out =
+                    at::zeros({capture.row_end - capture.row_begin, kFakeHidden}, at::kFloat);
+                std::vector<std::int64_t> raw = history;
+                for (std::int64_t i = 0; i < count; ++i) {
+                    raw[static_cast<std::size_t>(sequence.start_position + i)] =
+                        values[static_cast<std::size_t>(i)];
+                }
+                for (std::int64_t i = capture.row_begin; i < capture.row_end; ++i) {
+                    const std::vector<float> row =
+                        fake_capture(raw, sequence.start_position + i, capture.after_layers,
+                                     added[static_cast<std::size_t>(capture.after_layers)]
+                                          [static_cast<std::size_t>(i)]);
+                    for (std::int64_t c = 0; c < kFakeHidden; ++c) {
+                        rows_out[i - capture.row_begin][c] = row[static_cast<std::size_t>(c)];
+                    }
+                }
+                captured.push_back(rows_out);
+            }
+            captures.push_back(std::move(captured));
+            if (sequence.positions.defined()) {
+                positions_seen_[sequence.request_id].push_back(sequence.positions.clone());
+            }
             auto feedback = feedback_.find(sequence.request_id);
             const std::int32_t target =
                 next_token(history, feedback == feedback_.end() ? 0 : feedback->second, allow_eos_);
@@ -145,7 +230,7 @@ class FakeModel final : public ModelRunner {
             hidden[r][0] = static_cast<float>(target);
             hidden[r][1] = static_cast<float>(end);
         }
-        return ForwardOutput{.logits = logits, .hidden = hidden};
+        return ForwardOutput{.logits = logits, .hidden = hidden, .captures = std::move(captures)};
     }
 
     // For a FeedbackStrategy: a value added to the next token rule of `request_id`.
@@ -178,6 +263,22 @@ class FakeModel final : public ModelRunner {
         std::lock_guard lock(mutex_);
         return steps_;
     }
+    // Requests opened (ModelRunner::open_request) and not closed yet; opens so far.
+    std::size_t open_requests() const {
+        std::lock_guard lock(mutex_);
+        return open_.size();
+    }
+    std::int64_t opens() const {
+        std::lock_guard lock(mutex_);
+        return opens_;
+    }
+    // The explicit positions each step of `request_id` carried, concatenated: [axes, tokens].
+    at::Tensor positions_seen(const std::string& request_id) const {
+        std::lock_guard lock(mutex_);
+        auto it = positions_seen_.find(request_id);
+        if (it == positions_seen_.end()) return {};
+        return at::cat(it->second, 1);
+    }
 
   private:
     std::int64_t& slot(const SequenceInput& sequence, std::int64_t position) {
@@ -187,6 +288,9 @@ class FakeModel final : public ModelRunner {
                       static_cast<std::size_t>(position % block_size_)];
     }
     Result<ForwardOutput> violation(std::string message) {
+        return fail(violation_status(std::move(message)).error());
+    }
+    Status violation_status(std::string message) {
         if (violation_.empty()) violation_ = message;
         return fail(ErrorCode::internal, "fake model: " + message);
     }
@@ -203,6 +307,9 @@ class FakeModel final : public ModelRunner {
     std::size_t max_blocks_referenced_ = 0;
     std::vector<std::size_t> batch_sizes_;
     std::int64_t steps_ = 0;
+    std::set<std::string> open_;
+    std::int64_t opens_ = 0;
+    std::map<std::string, std::vector<at::Tensor>> positions_seen_;
 };
 
 }  // namespace omnirt::engine::testing

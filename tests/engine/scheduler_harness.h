@@ -81,20 +81,27 @@ class Harness {
         std::int64_t max_positions = 4096;
     };
 
-    Harness(ArSchedulerOptions options, Config config) {
+    Harness(ArEngineConfig options, Config config, std::unique_ptr<ArRole> role = nullptr,
+            std::unique_ptr<DepthModel> depth = nullptr) {
         auto model =
             std::make_unique<FakeModel>(config.num_blocks, config.block_size, config.max_positions);
         model_ = model.get();
         options.num_kv_blocks = config.num_blocks;
         options.block_size = config.block_size;
         if (options.stage_name.empty()) options.stage_name = "thinker";
-        auto created = ArScheduler::create(std::move(options), std::move(model));
+        auto created = ArScheduler::create(std::move(options), std::move(model), std::move(role),
+                                           std::move(depth));
         EXPECT_TRUE(created.has_value()) << created.error().to_string();
         scheduler_ = std::move(*created);
         EXPECT_TRUE(scheduler_->start().has_value());
         total_blocks_ = static_cast<std::size_t>(config.num_blocks);
     }
-    ~Harness() { scheduler_->stop(); }
+    ~Harness() {
+        scheduler_->stop();
+        // Every request the runner opened was closed, and the model saw nothing wrong.
+        EXPECT_EQ(model_->open_requests(), 0u);
+        EXPECT_EQ(model_->first_violation(), "");
+    }
 
     FakeModel& model() { return *model_; }
     ArScheduler& scheduler() { return *scheduler_; }

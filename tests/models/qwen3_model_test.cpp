@@ -165,17 +165,16 @@ TEST_P(Qwen3ModelTest, BlockOrderDoesNotMatter) {
 TEST_P(Qwen3ModelTest, InjectedEmbeddingRowEqualsItsToken) {
     const auto tokens = token_ids(7, config_.vocab_size, 10);
     const at::Tensor expected = full_prefill_logits(*model_, tokens);
-    // Positions 2 and 5 hold a placeholder id; their embeddings come from input_embeds.
+    // Positions 2 and 5 hold a placeholder id; their embeddings come from input.embeddings.
     auto placeholder = tokens;
     placeholder[2] = 0;
     placeholder[5] = 0;
     SequenceInput input = sequence_input("mm", placeholder, 0, block_range(0, 1));
-    at::Tensor embeds = at::randn({7, config_.hidden_size});  // unmasked rows are ignored
+    at::Tensor embeds = at::empty({2, config_.hidden_size});
     const at::Tensor& table = weights_.at("model.embed_tokens.weight");
-    embeds[2] = table[tokens[2]];
-    embeds[5] = table[tokens[5]];
-    input.input_embeds = embeds;
-    input.embed_mask = {false, false, true, false, false, true, false};
+    embeds[0] = table[tokens[2]];
+    embeds[1] = table[tokens[5]];
+    input.embeddings = engine::RowValues{.rows = {2, 5}, .values = embeds};
     input.want_hidden = true;
     auto cache = make_cache(*model_, 4, 8);
     const ForwardOutput output = run(*model_, *cache, {input});
@@ -282,13 +281,24 @@ TEST(Qwen3ModelErrors, MalformedBatchesAreRefusedBeforeAnyWrite) {
     expect_error({sequence_input("a", {1}, config.max_position_embeddings, {0})},
                  ErrorCode::out_of_range, "max_positions");
     SequenceInput bad_embeds = sequence_input("a", {1, 2}, 0, {0});
-    bad_embeds.input_embeds = at::zeros({2, config.hidden_size + 1});
-    bad_embeds.embed_mask = {true, false};
-    expect_error({bad_embeds}, ErrorCode::invalid_argument, "input_embeds");
-    SequenceInput bad_mask = sequence_input("a", {1, 2}, 0, {0});
-    bad_mask.input_embeds = at::zeros({2, config.hidden_size});
-    bad_mask.embed_mask = {true};
-    expect_error({bad_mask}, ErrorCode::invalid_argument, "embed_mask");
+    bad_embeds.embeddings =
+        engine::RowValues{.rows = {0}, .values = at::zeros({1, config.hidden_size + 1})};
+    expect_error({bad_embeds}, ErrorCode::invalid_argument, "embeddings values");
+    SequenceInput bad_rows = sequence_input("a", {1, 2}, 0, {0});
+    bad_rows.embeddings =
+        engine::RowValues{.rows = {1, 0}, .values = at::zeros({2, config.hidden_size})};
+    expect_error({bad_rows}, ErrorCode::invalid_argument, "ascending");
+    SequenceInput bad_layer = sequence_input("a", {1, 2}, 0, {0});
+    bad_layer.layer_injections.push_back(engine::LayerInjection{
+        .after_layers = 0, .add = {.rows = {0}, .values = at::zeros({1, config.hidden_size})}});
+    expect_error({bad_layer}, ErrorCode::invalid_argument, "after_layers");
+    SequenceInput bad_capture = sequence_input("a", {1, 2}, 0, {0});
+    bad_capture.captures.push_back(
+        engine::CaptureRequest{.after_layers = 1, .row_begin = 1, .row_end = 3});
+    expect_error({bad_capture}, ErrorCode::invalid_argument, "capture");
+    SequenceInput bad_positions = sequence_input("a", {1, 2}, 0, {0});
+    bad_positions.positions = at::zeros({3, 2}, at::kLong);  // the text RoPE has one axis
+    expect_error({bad_positions}, ErrorCode::invalid_argument, "positions");
 
     engine::KVCacheSpec other = model->kv_spec();
     other.dtype = at::kBFloat16;

@@ -53,6 +53,15 @@ engine::KVCacheSpec Qwen3Model::kv_spec() const {
             .dtype = dtype_};
 }
 
+engine::ModelCapabilities Qwen3Model::capabilities() const {
+    return {.embeddings = true,
+            .position_axes = rotary_->axes(),
+            .layer_injections = true,
+            .captures = true,
+            .num_layers = static_cast<std::int32_t>(config_.num_hidden_layers),
+            .hidden_size = config_.hidden_size};
+}
+
 Status Qwen3Model::check_batch(std::span<const SequenceInput> batch, const KVCache& cache) const {
     auto invalid = [](const std::string& what) {
         return fail(ErrorCode::invalid_argument, "qwen3 forward: " + what);
@@ -90,27 +99,76 @@ Status Qwen3Model::check_batch(std::span<const SequenceInput> batch, const KVCac
                                std::to_string(cache.num_blocks()) + " blocks)");
             }
         }
-        const bool injects = sequence.input_embeds.has_value();
-        if (injects) {
-            const at::Tensor& embeds = *sequence.input_embeds;
-            if (!embeds.defined() || embeds.dim() != 2 || embeds.size(0) != count ||
-                embeds.size(1) != config_.hidden_size || !embeds.is_floating_point()) {
-                return invalid(who + "input_embeds must be a floating [" + std::to_string(count) +
-                               ", " + std::to_string(config_.hidden_size) + "] tensor");
+        OMNI_RETURN_IF_ERROR(check_content(sequence, count));
+        std::vector<bool> replaced(static_cast<std::size_t>(count), false);
+        if (sequence.embeddings) {
+            for (std::int64_t row : sequence.embeddings->rows) {
+                replaced[static_cast<std::size_t>(row)] = true;
             }
-            if (static_cast<std::int64_t>(sequence.embed_mask.size()) != count) {
-                return invalid(who + "embed_mask needs one entry per new token");
-            }
-        } else if (!sequence.embed_mask.empty()) {
-            return invalid(who + "embed_mask without input_embeds");
         }
         for (std::int64_t i = 0; i < count; ++i) {
-            if (injects && sequence.embed_mask[static_cast<std::size_t>(i)]) continue;
+            if (replaced[static_cast<std::size_t>(i)]) continue;
             const std::int32_t token = sequence.tokens[static_cast<std::size_t>(i)];
             if (token < 0 || token >= config_.vocab_size) {
                 return invalid(who + "token id " + std::to_string(token) +
                                " outside the vocabulary of " + std::to_string(config_.vocab_size));
             }
+        }
+    }
+    return ok_status();
+}
+
+Status Qwen3Model::check_content(const SequenceInput& sequence, std::int64_t count) const {
+    const std::string who = "qwen3 forward: sequence '" + sequence.request_id + "': ";
+    auto invalid = [&](const std::string& what) {
+        return fail(ErrorCode::invalid_argument, who + what);
+    };
+    auto check_rows = [&](const engine::RowValues& values, const std::string& what) -> Status {
+        std::int64_t previous = -1;
+        for (std::int64_t row : values.rows) {
+            if (row <= previous || row >= count) {
+                return invalid(what + " rows must be ascending, distinct and below " +
+                               std::to_string(count));
+            }
+            previous = row;
+        }
+        const at::Tensor& data = values.values;
+        const auto rows = static_cast<std::int64_t>(values.rows.size());
+        if (!data.defined() || data.dim() != 2 || data.size(0) != rows ||
+            data.size(1) != config_.hidden_size || !data.is_floating_point()) {
+            return invalid(what + " values must be a floating [" + std::to_string(rows) + ", " +
+                           std::to_string(config_.hidden_size) + "] tensor");
+        }
+        return ok_status();
+    };
+    if (sequence.embeddings) OMNI_RETURN_IF_ERROR(check_rows(*sequence.embeddings, "embeddings"));
+    for (const engine::LayerInjection& injection : sequence.layer_injections) {
+        if (injection.after_layers < 1 || injection.after_layers > config_.num_hidden_layers) {
+            return invalid("layer injection after_layers " +
+                           std::to_string(injection.after_layers) + " outside [1, " +
+                           std::to_string(config_.num_hidden_layers) + "]");
+        }
+        OMNI_RETURN_IF_ERROR(check_rows(injection.add, "layer injection"));
+    }
+    for (const engine::CaptureRequest& capture : sequence.captures) {
+        if (capture.after_layers < 0 || capture.after_layers > config_.num_hidden_layers ||
+            capture.row_begin < 0 || capture.row_end <= capture.row_begin ||
+            capture.row_end > count) {
+            return invalid("a capture needs after_layers in [0, " +
+                           std::to_string(config_.num_hidden_layers) + "] and rows within [0, " +
+                           std::to_string(count) + ")");
+        }
+    }
+    if (sequence.positions.defined()) {
+        const at::Tensor& positions = sequence.positions;
+        const bool shape = (positions.dim() == 1 && positions.size(0) == count) ||
+                           (positions.dim() == 2 && positions.size(1) == count &&
+                            positions.size(0) >= 1 && positions.size(0) <= rotary_->axes());
+        if (!shape ||
+            (positions.scalar_type() != at::kLong && positions.scalar_type() != at::kInt)) {
+            return invalid("positions must be an integer [" + std::to_string(count) +
+                           "] or [axes <= " + std::to_string(rotary_->axes()) + ", " +
+                           std::to_string(count) + "] tensor");
         }
     }
     return ok_status();
@@ -149,24 +207,63 @@ at::Tensor Qwen3Model::embed(std::span<const SequenceInput> batch,
     } else {
         x = weights_.embed_tokens.index_select(0, token_ids);
     }
-    std::int64_t row = 0;
-    for (const SequenceInput& sequence : batch) {
-        const auto count = static_cast<std::int64_t>(sequence.tokens.size());
-        if (sequence.input_embeds.has_value()) {
-            std::vector<std::int64_t> local_rows;
-            for (std::int64_t i = 0; i < count; ++i) {
-                if (sequence.embed_mask[static_cast<std::size_t>(i)]) local_rows.push_back(i);
-            }
-            if (!local_rows.empty()) {
-                const at::Tensor local = at::tensor(local_rows, at::kLong);
-                const at::Tensor source =
-                    sequence.input_embeds->to(device_, dtype_).index_select(0, local.to(device_));
-                x.index_copy_(0, (local + row).to(device_), source);
-            }
-        }
-        row += count;
-    }
+    add_rows(
+        x, batch,
+        [](const SequenceInput& sequence) -> const engine::RowValues* {
+            return sequence.embeddings ? &*sequence.embeddings : nullptr;
+        },
+        /*replace=*/true);
     return x;
+}
+
+void Qwen3Model::add_rows(at::Tensor& x, std::span<const SequenceInput> batch,
+                          const RowSelector& select, bool replace) const {
+    std::vector<std::int64_t> rows;
+    std::vector<at::Tensor> values;
+    std::int64_t offset = 0;
+    for (const SequenceInput& sequence : batch) {
+        if (const engine::RowValues* chosen = select(sequence)) {
+            for (std::int64_t row : chosen->rows) rows.push_back(offset + row);
+            values.push_back(chosen->values);
+        }
+        offset += static_cast<std::int64_t>(sequence.tokens.size());
+    }
+    if (rows.empty()) return;
+    const at::Tensor index = at::tensor(rows, at::kLong).to(device_);
+    const at::Tensor source =
+        (values.size() == 1 ? values[0] : at::cat(values, 0)).to(device_, dtype_);
+    if (replace) {
+        x.index_copy_(0, index, source);
+    } else {
+        x.index_add_(0, index, source);
+    }
+}
+
+void Qwen3Model::layer_content(std::int32_t after_layers, at::Tensor& x,
+                               std::span<const SequenceInput> batch, ForwardOutput& output) const {
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+        for (const engine::LayerInjection& injection : batch[i].layer_injections) {
+            if (injection.after_layers != after_layers) continue;
+            add_rows(
+                x, batch.subspan(0, i + 1),
+                [&](const SequenceInput& sequence) -> const engine::RowValues* {
+                    return &sequence == &batch[i] ? &injection.add : nullptr;
+                },
+                /*replace=*/false);
+        }
+    }
+    std::int64_t offset = 0;
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+        const std::vector<engine::CaptureRequest>& captures = batch[i].captures;
+        for (std::size_t j = 0; j < captures.size(); ++j) {
+            if (captures[j].after_layers != after_layers) continue;
+            // A copy: the layers after this one update x in place.
+            output.captures[i][j] = x.narrow(0, offset + captures[j].row_begin,
+                                             captures[j].row_end - captures[j].row_begin)
+                                        .clone();
+        }
+        offset += static_cast<std::int64_t>(batch[i].tokens.size());
+    }
 }
 
 void Qwen3Model::decoder_layer(std::int64_t index, at::Tensor& x, const RotaryTables& rotary,
@@ -241,10 +338,18 @@ Result<ForwardOutput> Qwen3Model::run(std::span<const SequenceInput> batch, KVCa
     slots.reserve(static_cast<std::size_t>(total));
     const std::int64_t block_size = cache.block_size();
     bool want_hidden = false;
+    bool has_content = false;
     for (const SequenceInput& sequence : batch) {
+        std::vector<bool> replaced(sequence.tokens.size(), false);
+        if (sequence.embeddings) {
+            for (std::int64_t row : sequence.embeddings->rows) {
+                replaced[static_cast<std::size_t>(row)] = true;
+            }
+        }
+        has_content =
+            has_content || !sequence.layer_injections.empty() || !sequence.captures.empty();
         for (std::size_t i = 0; i < sequence.tokens.size(); ++i) {
-            const bool masked = sequence.input_embeds.has_value() && sequence.embed_mask[i];
-            token_ids.push_back(masked ? 0 : sequence.tokens[i]);
+            token_ids.push_back(replaced[i] ? 0 : sequence.tokens[i]);
             const std::int64_t position = sequence.start_position + static_cast<std::int64_t>(i);
             const std::int64_t block =
                 sequence.block_table[static_cast<std::size_t>(position / block_size)];
@@ -259,13 +364,21 @@ Result<ForwardOutput> Qwen3Model::run(std::span<const SequenceInput> batch, KVCa
     const at::Tensor slot_index = to_device(slots);
 
     OMNI_TRY(const RotaryTables rotary, rotary_->tables(batch, total));
+    ForwardOutput output;
+    if (has_content) {
+        output.captures.resize(batch.size());
+        for (std::size_t i = 0; i < batch.size(); ++i) {
+            output.captures[i].resize(batch[i].captures.size());
+        }
+    }
     at::Tensor x = embed(batch, to_device(token_ids));
+    if (has_content) layer_content(0, x, batch, output);
     for (std::int64_t layer = 0; layer < config_.num_hidden_layers; ++layer) {
         decoder_layer(layer, x, rotary, slot_index, batch, cache);
+        if (has_content) layer_content(static_cast<std::int32_t>(layer + 1), x, batch, output);
     }
     const at::Tensor hidden =
         rms_norm(x.index_select(0, to_device(last_rows)), weights_.norm, config_.rms_norm_eps);
-    ForwardOutput output;
     output.logits = lm_head(hidden);
     if (want_hidden) output.hidden = hidden;
     return output;

@@ -3,13 +3,16 @@
 // engine::ModelRunner over a paged KV cache.
 //
 // One forward step (model_runner.h) over all the new tokens of the batch:
-//   x = embed_tokens[tokens] (rows replaced by SequenceInput::input_embeds where embed_mask)
+//   x = embed_tokens[tokens] (rows replaced by SequenceInput::embeddings)
 //   per layer:  h = RMSNorm(x); q, k, v = h * Wqkv^T (one fused matmul for every token);
 //               q, k = RMSNorm over head_dim (q_norm, k_norm); RoPE(q, k);
 //               k, v -> cache slots of the block tables; a = causal GQA attention of each
 //               sequence over its cached context; x += a * Wo^T;
 //               x += SwiGLU(RMSNorm(x)) (dense) or the routed experts' sum (MoE)
 //   logits = RMSNorm(x[last token of each sequence]) * lm_head^T, float32.
+// Layer injections (DeepStack) are added to x after their layer, and captures copy x there (0:
+// after the embedding); positions come from SequenceInput::positions when given (the rotary
+// embedding decides how many axes it takes: 1, or 3 for M-RoPE).
 // Linear layers and norms run batched over all tokens of the step; only attention runs per
 // sequence (engine/paged_attention.h).
 //
@@ -27,6 +30,7 @@
 #include <c10/core/Device.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -61,15 +65,17 @@ class Qwen3Model final : public engine::ModelRunner {
                                                                     Qwen3ModelOptions options = {});
 
     [[nodiscard]] engine::KVCacheSpec kv_spec() const override;
+    // Embeddings, layer injections and captures; the rotary embedding's position axes.
+    [[nodiscard]] engine::ModelCapabilities capabilities() const override;
     [[nodiscard]] std::int64_t vocab_size() const override { return config_.vocab_size; }
     [[nodiscard]] std::int64_t max_positions() const override {
         return config_.max_position_embeddings;
     }
     // Errors (nothing is written to the cache then): invalid_argument for a malformed batch
     // (empty tokens, token ids outside the vocabulary, a block table too short or naming blocks
-    // outside the cache, input_embeds / embed_mask of the wrong shape), out_of_range for
-    // positions beyond max_positions(), failed_precondition for a cache of another spec or
-    // device; unavailable when a tensor-parallel collective fails (the cache may then hold
+    // outside the cache, embeddings / injections / captures / positions of the wrong shape),
+    // out_of_range for positions beyond max_positions(), failed_precondition for a cache of another
+    // spec or device; unavailable when a tensor-parallel collective fails (the cache may then hold
     // this step's keys for some layers); internal when libtorch fails.
     [[nodiscard]] Result<engine::ForwardOutput> forward(
         std::span<const engine::SequenceInput> batch, engine::KVCache& cache) override;
@@ -84,6 +90,18 @@ class Qwen3Model final : public engine::ModelRunner {
 
     [[nodiscard]] Status check_batch(std::span<const engine::SequenceInput> batch,
                                      const engine::KVCache& cache) const;
+    // Rows, shapes and ranges of a sequence's embeddings, injections, captures and positions.
+    [[nodiscard]] Status check_content(const engine::SequenceInput& sequence,
+                                       std::int64_t count) const;
+    // Writes (replace) or adds the chosen rows of every sequence into x [batch tokens, hidden].
+    using RowSelector =
+        std::function<const engine::RowValues*(const engine::SequenceInput& sequence)>;
+    void add_rows(at::Tensor& x, std::span<const engine::SequenceInput> batch,
+                  const RowSelector& select, bool replace) const;
+    // After `after_layers` layers: the batch's injections of that depth, then its captures.
+    void layer_content(std::int32_t after_layers, at::Tensor& x,
+                       std::span<const engine::SequenceInput> batch,
+                       engine::ForwardOutput& output) const;
     [[nodiscard]] Result<engine::ForwardOutput> run(std::span<const engine::SequenceInput> batch,
                                                     engine::KVCache& cache);
     [[nodiscard]] at::Tensor embed(std::span<const engine::SequenceInput> batch,

@@ -4,15 +4,16 @@
 // apply_rotary() (layers.h) rotates queries and keys with them in the rotate-half ("neox")
 // pairing: dim i pairs with dim i + head_dim / 2.
 //
-// DefaultRotaryEmbedding is Qwen3's text RoPE: the position of token i of a sequence is
-// start_position + i. Qwen3-Omni's M-RoPE will be another implementation: it derives three
-// positions per token (temporal, height, width; from the request's multimodal layout and its
-// rope delta, looked up by request_id) and interleaves their frequencies into the same tables.
+// Positions come from SequenceInput::positions when given, else token i of a sequence is at
+// start_position + i. DefaultRotaryEmbedding is Qwen3's text RoPE (one axis);
+// InterleavedMRotaryEmbedding is Qwen3-Omni's M-RoPE (three axes: temporal, height, width, whose
+// frequencies interleave in the same tables; with equal axes it is the text RoPE).
 //
 // Thread safety: driven by the model runner's thread, like forward(); not thread-safe.
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
 
+#include <array>
 #include <cstdint>
 #include <span>
 
@@ -33,6 +34,8 @@ class RotaryEmbedding {
     // by token); `total_tokens` is their count. Errors: a position the embedding cannot encode.
     [[nodiscard]] virtual Result<RotaryTables> tables(std::span<const engine::SequenceInput> batch,
                                                       std::int64_t total_tokens) = 0;
+    // Position axes SequenceInput::positions may have (fewer rows repeat the last one).
+    [[nodiscard]] virtual int axes() const { return 1; }
 };
 
 // Standard RoPE: inv_freq_j = theta^(-2j / head_dim) for j < head_dim / 2, angle = position *
@@ -58,5 +61,34 @@ class DefaultRotaryEmbedding final : public RotaryEmbedding {
     at::Tensor cos_cache_;            // [cached positions, head_dim] float32
     at::Tensor sin_cache_;
 };
+
+// M-RoPE with interleaved sections (Qwen3-Omni, fact sheet section 4.4): frequency slot j of the
+// head_dim / 2 takes its angle from axis H when j % 3 == 1 and j < 3 * sections[1], from axis W
+// when j % 3 == 2 and j < 3 * sections[2], else from axis T; inv_freq and the rotate-half
+// pairing are the text RoPE's. Positions of one axis (or none) apply to all three.
+class InterleavedMRotaryEmbedding final : public RotaryEmbedding {
+  public:
+    // sections: slots of T, H, W (e.g. 24, 20, 20), summing to head_dim / 2.
+    InterleavedMRotaryEmbedding(int head_dim, double theta, std::int64_t max_positions,
+                                std::array<int, 3> sections, at::Device device = at::kCPU);
+
+    [[nodiscard]] Result<RotaryTables> tables(std::span<const engine::SequenceInput> batch,
+                                              std::int64_t total_tokens) override;
+    [[nodiscard]] int axes() const override { return 3; }
+
+  private:
+    int head_dim_;
+    std::int64_t max_positions_;
+    at::Device device_;
+    at::Tensor inverse_frequencies_;  // [head_dim / 2] float32
+    at::Tensor axis_of_slot_;         // [head_dim / 2] int64: 0 T, 1 H, 2 W
+};
+
+// The positions of a batch's new tokens, [axes, total_tokens] int64 on the CPU: each sequence's
+// SequenceInput::positions (a row per axis; fewer rows repeat the last) or start_position + i.
+// out_of_range when a position is negative or not below max_positions.
+[[nodiscard]] Result<at::Tensor> batch_positions(std::span<const engine::SequenceInput> batch,
+                                                 std::int64_t total_tokens, int axes,
+                                                 std::int64_t max_positions);
 
 }  // namespace omnirt::models::qwen3

@@ -11,6 +11,7 @@
 
 #include "checkpoint/checkpoint.h"
 #include "engine/ar_scheduler.h"
+#include "engine/text_role.h"
 #include "models/qwen3/config.h"
 #include "models/qwen3/prompt.h"
 #include "models/qwen3/qwen3_model.h"
@@ -200,7 +201,7 @@ Result<std::unique_ptr<pipeline::Scheduler>> make_thinker_stage(
     // Without a tokenizer no id has text (size 0).
     const auto tokenizer_size =
         tokenizer ? static_cast<std::int64_t>(tokenizer->vocab_size()) : std::int64_t{0};
-    engine::ArSchedulerOptions options{
+    engine::ArEngineConfig engine_config{
         .stage_name = context.stage_name,
         .num_kv_blocks = max_total_tokens / block_size,
         .block_size = static_cast<std::int32_t>(block_size),
@@ -210,6 +211,13 @@ Result<std::unique_ptr<pipeline::Scheduler>> make_thinker_stage(
         .enable_prefix_cache = prefix_cache,
         .default_sampling = defaults.sampling,
         .eos_token_ids = defaults.eos_token_ids,
+        // Behind a decode stage (configs/qwen3_chat.yaml) only the stream targets get tokens.
+        .stream_to_client = context.terminal,
+        .stream_targets = context.stream_to,
+        .seed = static_cast<std::uint64_t>(seed),
+        .tracer = context.tracer,
+        .lockstep = tp_group};
+    auto role = std::make_unique<engine::TextRole>(engine::TextRoleOptions{
         // Special tokens (<|im_end|>, pads) and ids past the tokenizer (the embedding is padded)
         // add no text.
         .detokenize = [tokenizer, tokenizer_size](std::int32_t id, std::string& out) -> Status {
@@ -227,14 +235,9 @@ Result<std::unique_ptr<pipeline::Scheduler>> make_thinker_stage(
             }
             return qwen3_prompt_ids(payload.request, *tokenizer, enable_thinking, who);
         },
-        // Behind a decode stage (configs/qwen3_chat.yaml) only the stream targets get tokens.
-        .stream_to_client = context.terminal,
-        .stream_targets = context.stream_to,
-        .stream_hidden = stream_hidden,
-        .seed = static_cast<std::uint64_t>(seed),
-        .tracer = context.tracer,
-        .lockstep = tp_group};
-    OMNI_TRY(auto scheduler, engine::ArScheduler::create(std::move(options), std::move(model)));
+        .stream_hidden = stream_hidden});
+    OMNI_TRY(auto scheduler, engine::ArScheduler::create(std::move(engine_config), std::move(model),
+                                                         std::move(role)));
     return std::unique_ptr<pipeline::Scheduler>(std::move(scheduler));
 }
 
