@@ -31,6 +31,13 @@ Status Registry::add(FunctionKind kind, std::string name, RegistryEntry entry) {
     return {};
 }
 
+Status Registry::add_if_absent(FunctionKind kind, std::string name, RegistryEntry entry) {
+    if (name.empty()) return fail(ErrorCode::invalid_argument, "registry names must not be empty");
+    std::lock_guard lock(mutex_);
+    entries_.try_emplace(std::make_pair(kind, std::move(name)), std::move(entry));
+    return {};
+}
+
 std::optional<RegistryEntry> Registry::find(FunctionKind kind, std::string_view name) const {
     std::lock_guard lock(mutex_);
     auto it = entries_.find(std::make_pair(kind, std::string(name)));

@@ -62,6 +62,9 @@ public:
 
     // Fails with already_exists when the name is taken for this kind.
     [[nodiscard]] Status add(FunctionKind kind, std::string name, RegistryEntry entry);
+    // Like add(), but a name already taken for this kind keeps its entry and is not an error:
+    // for registration functions that may run more than once. invalid_argument for an empty name.
+    [[nodiscard]] Status add_if_absent(FunctionKind kind, std::string name, RegistryEntry entry);
     // A copy of the entry, or nullopt.
     [[nodiscard]] std::optional<RegistryEntry> find(FunctionKind kind, std::string_view name) const;
     [[nodiscard]] bool contains(FunctionKind kind, std::string_view name) const;

@@ -75,6 +75,18 @@ TEST(Registry, AddFindAndDuplicates) {
     EXPECT_EQ(missing.error().message, "unknown route_fn 'nope' (registered: my.route)");
 }
 
+TEST(Registry, AddIfAbsentKeepsTheFirstEntry) {
+    Registry registry;
+    ASSERT_TRUE(registry.add_if_absent(FunctionKind::route, "my.route", {.description = "first"})
+                    .has_value());
+    ASSERT_TRUE(registry.add_if_absent(FunctionKind::route, "my.route", {.description = "second"})
+                    .has_value());
+    EXPECT_EQ(registry.find(FunctionKind::route, "my.route")->description, "first");
+    auto unnamed = registry.add_if_absent(FunctionKind::route, "", {});
+    ASSERT_FALSE(unnamed.has_value());
+    EXPECT_EQ(unnamed.error().code, ErrorCode::invalid_argument);
+}
+
 TEST(Error, TryPropagates) {
     auto inner = [](bool good) -> Result<int> {
         if (!good) return fail(ErrorCode::invalid_argument, "bad");
