@@ -643,5 +643,21 @@ TEST(RecentRequestIdsTest, ForgetsTheOldestBeyondCapacity) {
     EXPECT_TRUE(ids.contains("c"));
 }
 
+TEST(RecentRequestIdsTest, AnErasedIdComesBackAsTheNewest) {
+    RecentRequestIds ids(3);
+    for (const char* id : {"a", "b", "c", "d"}) ids.insert(id);
+    EXPECT_FALSE(ids.contains("a"));
+    ids.erase("c");
+    ids.erase("zzz");
+    EXPECT_EQ(ids.size(), 2u);
+    ids.insert("e");
+    ids.insert("c");  // re-inserted: now the newest
+    EXPECT_FALSE(ids.contains("b"));
+    EXPECT_TRUE(ids.contains("c") && ids.contains("d") && ids.contains("e"));
+    for (int i = 0; i < 1000; ++i) ids.insert("x" + std::to_string(i));
+    EXPECT_EQ(ids.size(), 3u);
+    EXPECT_TRUE(ids.contains("x999"));
+}
+
 }  // namespace
 }  // namespace omnirt::pipeline
