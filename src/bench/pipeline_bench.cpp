@@ -132,6 +132,8 @@ Result<PipelineBenchReport> run_pipeline_bench(const PipelineBenchOptions& optio
     if (options.concurrency < 1 || options.requests < 1) {
         return fail(ErrorCode::invalid_argument, "--concurrency and --requests must be positive");
     }
+    // The bench pipeline is made of test stages: it opts in for itself and its stage processes.
+    OMNI_RETURN_IF_ERROR(runner::enable_test_stages());
     OMNI_RETURN_IF_ERROR(runner::register_builtins());
     OMNI_TRY(config::PipelineConfig config,
              config::load_pipeline_text(pipeline_bench_config(options), "<bench pipeline>"));

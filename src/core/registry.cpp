@@ -72,6 +72,10 @@ Error Registry::unknown_name_error(FunctionKind kind, std::string_view name) con
         }
         message += ")";
     }
+    // The test stages (src/testing) are registered only on an explicit opt-in (runner/builtins.h).
+    if (name.starts_with("test.")) {
+        message += "; test.* names are the test stages, registered only with OMNIRT_TEST_STAGES=1";
+    }
     return Error{ErrorCode::not_found, std::move(message)};
 }
 

@@ -84,7 +84,8 @@ public:
         return *fn;
     }
 
-    // "unknown factory 'x' (registered: a, b)".
+    // "unknown factory 'x' (registered: a, b)"; for a name under "test." it adds that the test
+    // stages need the OMNIRT_TEST_STAGES=1 opt-in.
     [[nodiscard]] Error unknown_name_error(FunctionKind kind, std::string_view name) const;
 
 private:

@@ -5,7 +5,6 @@
 
 #include <filesystem>
 
-#include "pipeline/test_stages.h"
 #include "pipeline_harness.h"
 
 namespace omnirt::testing {

@@ -3,12 +3,11 @@
 #include <optional>
 #include <utility>
 
-#include "pipeline/test_stages.h"
+#include "testing/test_stages_internal.h"
 
-namespace omnirt::pipeline {
+namespace omnirt::testing {
 namespace {
 
-using test_stages_detail::make_simple_scheduler;
 
 StagePayload with_data(const StagePayload& input, Value data) {
     return StagePayload{
@@ -229,8 +228,7 @@ Status register_basic_stages(Registry& registry) {
          "exits the process with status 77 when arg always or param crash_stage names the stage"},
     };
     for (const Builtin& builtin : builtins) {
-        OMNI_RETURN_IF_ERROR(add_if_absent(
-            registry, FunctionKind::factory, builtin.name,
+        OMNI_RETURN_IF_ERROR(registry.add_if_absent(FunctionKind::factory, builtin.name,
             RegistryEntry{.callable = builtin.factory, .description = builtin.description}));
     }
     return ok_status();
@@ -238,4 +236,4 @@ Status register_basic_stages(Registry& registry) {
 
 }  // namespace test_stages_detail
 
-}  // namespace omnirt::pipeline
+}  // namespace omnirt::testing
