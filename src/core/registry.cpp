@@ -4,13 +4,20 @@ namespace omnirt {
 
 std::string_view to_string(FunctionKind kind) {
     switch (kind) {
-        case FunctionKind::factory: return "factory";
-        case FunctionKind::merge: return "merge_fn";
-        case FunctionKind::route: return "route_fn";
-        case FunctionKind::projection: return "projection";
-        case FunctionKind::wait_for: return "wait_for_fn";
-        case FunctionKind::stream_done: return "stream_done_to_fn";
-        case FunctionKind::terminal_stages: return "terminal_stages_fn";
+        case FunctionKind::factory:
+            return "factory";
+        case FunctionKind::merge:
+            return "merge_fn";
+        case FunctionKind::route:
+            return "route_fn";
+        case FunctionKind::projection:
+            return "projection";
+        case FunctionKind::wait_for:
+            return "wait_for_fn";
+        case FunctionKind::stream_done:
+            return "stream_done_to_fn";
+        case FunctionKind::terminal_stages:
+            return "terminal_stages_fn";
     }
     return "function";
 }
@@ -61,7 +68,8 @@ std::vector<std::string> Registry::names(FunctionKind kind) const {
 
 Error Registry::unknown_name_error(FunctionKind kind, std::string_view name) const {
     std::vector<std::string> known = names(kind);
-    std::string message = "unknown " + std::string(to_string(kind)) + " '" + std::string(name) + "'";
+    std::string message =
+        "unknown " + std::string(to_string(kind)) + " '" + std::string(name) + "'";
     if (known.empty()) {
         message += " (none registered; is the plugin that provides it listed under plugins:?)";
     } else {

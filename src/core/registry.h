@@ -33,11 +33,12 @@ enum class FunctionKind : std::uint8_t {
 
 // Signatures of the request-aware functions (config.md).
 using MergeFn = std::function<Result<StagePayload>(
-    const std::string& request_id, const std::map<std::string, std::shared_ptr<const StagePayload>>& inputs)>;
+    const std::string& request_id,
+    const std::map<std::string, std::shared_ptr<const StagePayload>>& inputs)>;
 using RouteFn = std::function<Result<std::vector<std::string>>(const std::string& request_id,
                                                                const StagePayload& output)>;
-using ProjectionFn = std::function<Result<StagePayload>(const std::string& target,
-                                                        const StagePayload& output)>;
+using ProjectionFn =
+    std::function<Result<StagePayload>(const std::string& target, const StagePayload& output)>;
 // nullopt: the payload does not determine the active sources yet; keep the request pending.
 using WaitForFn = std::function<Result<std::optional<std::vector<std::string>>>(
     const std::string& request_id, const std::string& from_stage, const StagePayload& payload)>;
@@ -56,7 +57,7 @@ struct RegistryEntry {
 };
 
 class Registry {
-public:
+  public:
     // The process-wide registry.
     static Registry& global();
 
@@ -88,7 +89,7 @@ public:
     // stages need the OMNIRT_TEST_STAGES=1 opt-in.
     [[nodiscard]] Error unknown_name_error(FunctionKind kind, std::string_view name) const;
 
-private:
+  private:
     mutable std::mutex mutex_;
     std::map<std::pair<FunctionKind, std::string>, RegistryEntry, std::less<>> entries_;
 };

@@ -135,13 +135,16 @@ std::int64_t count_demo_words(std::string_view text) {
 Status register_demo_stages(Registry& registry) {
     OMNI_RETURN_IF_ERROR(demo_stages_detail::register_thinker_stages(registry));
     OMNI_RETURN_IF_ERROR(demo_stages_detail::register_talker_stage(registry));
-    OMNI_RETURN_IF_ERROR(registry.add_if_absent(FunctionKind::route, "demo.route_thinker",
+    OMNI_RETURN_IF_ERROR(registry.add_if_absent(
+        FunctionKind::route, "demo.route_thinker",
         RegistryEntry{.callable = RouteFn(route_thinker),
                       .description = "[decode], plus talker when the request wants audio"}));
-    OMNI_RETURN_IF_ERROR(registry.add_if_absent(FunctionKind::stream_done, "demo.thinker_stream_done",
+    OMNI_RETURN_IF_ERROR(registry.add_if_absent(
+        FunctionKind::stream_done, "demo.thinker_stream_done",
         RegistryEntry{.callable = StreamDoneFn(thinker_stream_done),
                       .description = "[talker] when the request wants audio, else none"}));
-    return registry.add_if_absent(FunctionKind::terminal_stages, "demo.terminal_stages",
+    return registry.add_if_absent(
+        FunctionKind::terminal_stages, "demo.terminal_stages",
         RegistryEntry{.callable = TerminalStagesFn(terminal_stages),
                       .description = "[decode], plus talker when the request wants audio"});
 }

@@ -175,7 +175,8 @@ std::vector<float> synthesize_demo_audio(std::string_view text, double base_hz, 
 namespace demo_stages_detail {
 
 Status register_talker_stage(Registry& registry) {
-    return registry.add_if_absent(FunctionKind::factory, "demo.talker",
+    return registry.add_if_absent(
+        FunctionKind::factory, "demo.talker",
         RegistryEntry{.callable = StageFactory(talker_factory),
                       .description = "StreamingScheduler: synthesizes tones for each streamed "
                                      "text chunk; data = {audio, sample_rate, transcript}"});

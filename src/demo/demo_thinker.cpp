@@ -312,15 +312,16 @@ Result<DemoReply> compose_demo_reply(const OmniRequest& request, std::string_vie
 namespace demo_stages_detail {
 
 Status register_thinker_stages(Registry& registry) {
-    OMNI_RETURN_IF_ERROR(registry.add_if_absent(FunctionKind::factory, "demo.thinker",
+    OMNI_RETURN_IF_ERROR(registry.add_if_absent(
+        FunctionKind::factory, "demo.thinker",
         RegistryEntry{.callable = StageFactory(thinker_factory),
                       .description = "streams a deterministic reply token by token (text to the "
                                      "client, text + voice to stream_to when audio is wanted); "
                                      "data = {text, finish_reason, usage}"}));
     return registry.add_if_absent(FunctionKind::factory, "demo.decode",
-                         RegistryEntry{.callable = StageFactory(decode_factory),
-                                       .description = "passes the demo thinker's {text, "
-                                                      "finish_reason, usage} through"});
+                                  RegistryEntry{.callable = StageFactory(decode_factory),
+                                                .description = "passes the demo thinker's {text, "
+                                                               "finish_reason, usage} through"});
 }
 
 }  // namespace demo_stages_detail

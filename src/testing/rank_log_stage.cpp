@@ -24,7 +24,8 @@ Status register_rank_log_stage(Registry& registry) {
                 return input;
             });
     };
-    return registry.add_if_absent(FunctionKind::factory, "test.rank_log",
+    return registry.add_if_absent(
+        FunctionKind::factory, "test.rank_log",
         RegistryEntry{.callable = std::move(factory),
                       .description = "appends request ids to <dir>/<stage>.rank<r>.log"});
 }

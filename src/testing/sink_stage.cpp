@@ -5,7 +5,8 @@ namespace omnirt::testing {
 namespace {
 
 std::int64_t tensor_bytes(const Value& value) {
-    if (const Tensor* tensor = value.if_tensor()) return static_cast<std::int64_t>(tensor->nbytes());
+    if (const Tensor* tensor = value.if_tensor())
+        return static_cast<std::int64_t>(tensor->nbytes());
     std::int64_t total = 0;
     if (const List* list = value.if_list()) {
         for (const auto& item : *list) total += tensor_bytes(item);
@@ -28,7 +29,8 @@ Status register_sink_stage(Registry& registry) {
                                     .data = Map{{"tensor_bytes", tensor_bytes(input.data)}}};
             });
     };
-    return registry.add_if_absent(FunctionKind::factory, "test.sink",
+    return registry.add_if_absent(
+        FunctionKind::factory, "test.sink",
         RegistryEntry{.callable = std::move(factory),
                       .description = "drops the input's tensors, answers {tensor_bytes}"});
 }

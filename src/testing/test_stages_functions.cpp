@@ -89,8 +89,8 @@ namespace test_stages_detail {
 Status register_functions(Registry& registry) {
     auto add = [&](FunctionKind kind, const char* name, std::any callable,
                    const char* description) {
-        return registry.add_if_absent(kind, name,
-            RegistryEntry{.callable = std::move(callable), .description = description});
+        return registry.add_if_absent(
+            kind, name, RegistryEntry{.callable = std::move(callable), .description = description});
     };
     OMNI_RETURN_IF_ERROR(add(FunctionKind::merge, "test.merge", MergeFn(merge),
                              "data = {source stage: that source's data}"));

@@ -83,11 +83,13 @@ Result<std::unique_ptr<Scheduler>> stream_collector_factory(const StageContext& 
 namespace test_stages_detail {
 
 Status register_stream_stages(Registry& registry) {
-    OMNI_RETURN_IF_ERROR(registry.add_if_absent(FunctionKind::factory, "test.token_streamer",
+    OMNI_RETURN_IF_ERROR(registry.add_if_absent(
+        FunctionKind::factory, "test.token_streamer",
         RegistryEntry{.callable = StageFactory(token_streamer_factory),
                       .description = "streams arg tokens / param num_tokens token chunks to the "
                                      "client and every stream_to stage, then the text"}));
-    return registry.add_if_absent(FunctionKind::factory, "test.stream_collector",
+    return registry.add_if_absent(
+        FunctionKind::factory, "test.stream_collector",
         RegistryEntry{.callable = StageFactory(stream_collector_factory),
                       .description = "collects stream chunks per request (arg forward: also to "
                                      "the client); data = {chunks, count, input}"});

@@ -97,7 +97,8 @@ TEST(ConfigValidate, ReportsFactoriesNobodyRegisteredYet) {
 
 TEST(ConfigValidate, AcceptsPipelinesOfBuiltInStages) {
     ASSERT_EQ(::unsetenv(runner::kTestStagesEnv), 0);
-    auto demo = run_command({omnirt_binary(), "config", "validate", source_path("configs/demo.yaml")});
+    auto demo =
+        run_command({omnirt_binary(), "config", "validate", source_path("configs/demo.yaml")});
     EXPECT_EQ(demo.exit_code, 0) << demo.err;
     EXPECT_NE(demo.out.find(": ok ("), std::string::npos) << demo.out;
 }

@@ -2,8 +2,8 @@
 // loaded on demand from the c10d plugin.
 #include <gtest/gtest.h>
 
-#include "testing/test_stages.h"
 #include "pipeline_harness.h"
+#include "testing/test_stages.h"
 
 namespace omnirt::testing {
 namespace {

@@ -44,9 +44,9 @@ class RunCommand : public ::testing::Test {
 };
 
 TEST_F(RunCommand, StreamsChunksThenPrintsTheResult) {
-    auto result = run_command({omnirt_binary(), "run", "--config",
-                               source_path("configs/test_pipeline.yaml"), "--input",
-                               R"({"prompt": "hi"})", "--stream"});
+    auto result =
+        run_command({omnirt_binary(), "run", "--config", source_path("configs/test_pipeline.yaml"),
+                     "--input", R"({"prompt": "hi"})", "--stream"});
     ASSERT_EQ(result.exit_code, 0) << result.err;
     auto lines = json_lines(result.out);
     ASSERT_EQ(lines.size(), 9u) << result.out;
@@ -68,9 +68,9 @@ TEST_F(RunCommand, RejectsBadInputAndReportsFailures) {
                                    source_path("configs/test_pipeline.yaml"), "--params", "[1]"});
     EXPECT_EQ(bad_params.exit_code, 2);
     EXPECT_NE(bad_params.err.find("JSON object"), std::string::npos) << bad_params.err;
-    auto failing = run_command({omnirt_binary(), "run", "--config",
-                                source_path("configs/test_pipeline.yaml"), "--params",
-                                R"({"payload_bytes": -5})"});
+    auto failing =
+        run_command({omnirt_binary(), "run", "--config", source_path("configs/test_pipeline.yaml"),
+                     "--params", R"({"payload_bytes": -5})"});
     EXPECT_EQ(failing.exit_code, 1);
     EXPECT_NE(failing.err.find("stage 'produce'"), std::string::npos) << failing.err;
     EXPECT_NE(failing.err.find("payload_bytes"), std::string::npos) << failing.err;
@@ -117,7 +117,8 @@ TEST_F(RunCommand, SigtermInTheMiddleOfARequestShutsEverythingDown) {
     std::ofstream(config) << R"(
 name: interrupted
 model_path: none
-endpoints: {base_path: ")" << base << R"("}
+endpoints: {base_path: ")" << base
+                          << R"("}
 stages:
   - {name: streamer, process: a, factory: test.token_streamer, factory_args: {tokens: 2},
      next: slow}

@@ -13,8 +13,8 @@
 
 #include "client/client.h"
 #include "models/qwen3/tiny_tokenizer.h"
-#include "pipeline/stage_factory.h"
 #include "pipeline/stage_args.h"
+#include "pipeline/stage_factory.h"
 #include "runner/pipeline_harness.h"
 #include "serve/api/api_server.h"
 #include "serve/http/test_client.h"
