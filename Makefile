@@ -1,10 +1,11 @@
 # Every target sets up the machine (Debian packages), configures and builds as needed.
 #   make build     build everything (build/)
 #   make serve     build and run `omnirt serve` (Qwen3 chat, tiny checkpoint) on 127.0.0.1:8000
-#   make test      build and run every test
+#   make test      check formatting (scripts/check_format.sh), build and run every test
 #   make sanitize  build (build-asan/) and run the suite under ASan + UBSan
 #   make fuzz      build the libFuzzer targets with clang-14 and fuzz each decoder briefly
 #   make format    apply .clang-format to every source file
+#   make check-format  fail when a source file differs from .clang-format
 BUILD_DIR ?= build
 ASAN_DIR ?= build-asan
 FUZZ_DIR ?= build-fuzz
@@ -17,7 +18,7 @@ export CCACHE_NOHASHDIR := 1
 
 SERVE_ARGS ?=
 
-.PHONY: setup build serve test sanitize fuzz format clean
+.PHONY: setup build serve test sanitize fuzz format check-format clean
 
 setup:
 	@bash scripts/setup.sh
@@ -31,7 +32,7 @@ build: setup $(BUILD_DIR)/build.ninja
 serve: build
 	./$(BUILD_DIR)/bin/omnirt serve $(SERVE_ARGS)
 
-test: build
+test: check-format build
 	cd $(BUILD_DIR) && ctest $(CTEST_FLAGS)
 
 $(ASAN_DIR)/build.ninja:
@@ -50,7 +51,10 @@ fuzz: setup $(FUZZ_DIR)/build.ninja
 	FUZZ_SECONDS=$(FUZZ_SECONDS) bash scripts/fuzz.sh $(FUZZ_DIR)
 
 format:
-	find src tests fuzz bench -name '*.cpp' -o -name '*.h' 2>/dev/null | xargs clang-format -i
+	bash scripts/check_format.sh --fix
+
+check-format:
+	bash scripts/check_format.sh
 
 clean:
 	rm -rf $(BUILD_DIR) $(ASAN_DIR) $(FUZZ_DIR)

@@ -21,7 +21,7 @@ using Clock = std::chrono::steady_clock;
 // The closed loop: every completion records its latency and starts the next request, so
 // `concurrency` requests stay in flight without a thread per request.
 class ClosedLoop {
-public:
+  public:
     ClosedLoop(runner::Pipeline& pipeline, const PipelineBenchOptions& options, int warmup)
         : pipeline_(pipeline), options_(options), warmup_(warmup) {
         latencies_ms_.reserve(static_cast<std::size_t>(options.requests));
@@ -42,7 +42,7 @@ public:
         return std::chrono::duration<double>(last_end_ - measure_start_).count();
     }
 
-private:
+  private:
     Status launch() {
         int index = started_.fetch_add(1);
         if (index >= options_.requests) return {};
@@ -69,7 +69,8 @@ private:
                 if (failed_ == 1) first_failure_ = event.error;
             }
             if (index >= warmup_) {
-                latencies_ms_.push_back(std::chrono::duration<double, std::milli>(end - start).count());
+                latencies_ms_.push_back(
+                    std::chrono::duration<double, std::milli>(end - start).count());
                 last_end_ = end;
             }
             ++finished_;
@@ -106,8 +107,8 @@ std::string pipeline_bench_config(const PipelineBenchOptions& options) {
     const std::string inline_arg = options.inline_compute ? "inline_compute: true" : "";
     for (int i = 0; i < options.stages; ++i) {
         out << "  - name: s" << i << "\n";
-        out << "    process: " << (options.same_process ? std::string("bench") : "p" + std::to_string(i))
-            << "\n";
+        out << "    process: "
+            << (options.same_process ? std::string("bench") : "p" + std::to_string(i)) << "\n";
         if (i == 0) {
             out << "    factory: test.tensor_producer\n";
             out << "    factory_args: {bytes: " << options.payload_bytes
@@ -132,6 +133,8 @@ Result<PipelineBenchReport> run_pipeline_bench(const PipelineBenchOptions& optio
     if (options.concurrency < 1 || options.requests < 1) {
         return fail(ErrorCode::invalid_argument, "--concurrency and --requests must be positive");
     }
+    // The bench pipeline is made of test stages: it opts in for itself and its stage processes.
+    OMNI_RETURN_IF_ERROR(runner::enable_test_stages());
     OMNI_RETURN_IF_ERROR(runner::register_builtins());
     OMNI_TRY(config::PipelineConfig config,
              config::load_pipeline_text(pipeline_bench_config(options), "<bench pipeline>"));

@@ -22,8 +22,10 @@ int default_iterations(std::size_t size) {
 }
 
 std::string size_name(std::size_t size) {
-    if (size >= (std::size_t{1} << 30) && size % (std::size_t{1} << 30) == 0) return std::to_string(size >> 30) + "G";
-    if (size >= (std::size_t{1} << 20) && size % (std::size_t{1} << 20) == 0) return std::to_string(size >> 20) + "M";
+    if (size >= (std::size_t{1} << 30) && size % (std::size_t{1} << 30) == 0)
+        return std::to_string(size >> 30) + "G";
+    if (size >= (std::size_t{1} << 20) && size % (std::size_t{1} << 20) == 0)
+        return std::to_string(size >> 20) + "M";
     if (size >= 1024 && size % 1024 == 0) return std::to_string(size >> 10) + "K";
     return std::to_string(size);
 }
@@ -74,7 +76,8 @@ Result<std::vector<std::size_t>> parse_sizes(const std::string& text) {
             }
             value = value * 10 + static_cast<std::size_t>(c - '0');
         }
-        if (item.empty()) return fail(ErrorCode::invalid_argument, "invalid size in '" + text + "'");
+        if (item.empty())
+            return fail(ErrorCode::invalid_argument, "invalid size in '" + text + "'");
         sizes.push_back(value * multiplier);
     }
     if (sizes.empty()) return fail(ErrorCode::invalid_argument, "no sizes given");
@@ -117,11 +120,11 @@ Result<RelayBenchReport> run_relay_bench(const RelayBenchOptions& options) {
                                                   {"seed", static_cast<std::int64_t>(seed)},
                                                   {"send_buffer", true}},
                                               kCallTimeout));
-            OMNI_TRY(Value put, sender->call(Map{{"op", "put"},
-                                                 {"request_id", id},
-                                                 {"prepared", true},
-                                                 {"dst_rank", 0}},
-                                             kCallTimeout));
+            OMNI_TRY(
+                Value put,
+                sender->call(
+                    Map{{"op", "put"}, {"request_id", id}, {"prepared", true}, {"dst_rank", 0}},
+                    kCallTimeout));
             OMNI_TRY(auto get, receiver->get_async(*put.find("metadata"), dest, id));
             OMNI_RETURN_IF_ERROR(get->wait_for_completion(kCallTimeout));
             std::int64_t end = monotonic_ns();
@@ -129,15 +132,18 @@ Result<RelayBenchReport> run_relay_bench(const RelayBenchOptions& options) {
             if (i == -2) {
                 std::int64_t bad = check_pattern({got.data(), got.nbytes()}, seed);
                 if (bad >= 0 || got.nbytes() != size) {
-                    return fail(ErrorCode::data_loss, "relay delivered wrong bytes at size " +
-                                                          std::to_string(size));
+                    return fail(ErrorCode::data_loss,
+                                "relay delivered wrong bytes at size " + std::to_string(size));
                 }
             }
             got = Tensor();
             get.reset();  // releases a zero-copy view and with it the sender's credit
             receiver->cleanup(id);
-            OMNI_TRY(Value waited, sender->call(Map{{"op", "wait"}, {"request_id", id}}, kCallTimeout));
-            if (i >= 0) latencies_us.push_back(static_cast<double>(end - put.find("start_ns")->as_int()) / 1e3);
+            OMNI_TRY(Value waited,
+                     sender->call(Map{{"op", "wait"}, {"request_id", id}}, kCallTimeout));
+            if (i >= 0)
+                latencies_us.push_back(static_cast<double>(end - put.find("start_ns")->as_int()) /
+                                       1e3);
             ++seed;
         }
         double p50 = percentile(latencies_us, 50);
@@ -163,8 +169,8 @@ std::string format_relay_table(const RelayBenchReport& report) {
     for (const auto& row : report.rows) {
         double share = row.memcpy_gbps > 0 ? row.gbps / row.memcpy_gbps * 100 : 0;
         std::snprintf(line, sizeof line, "%6s %7d %9.1f %9.1f %7.2f %12.2f %9.0f%%\n",
-                      size_name(row.size).c_str(), row.iterations, row.p50_us, row.p99_us,
-                      row.gbps, row.memcpy_gbps, share);
+                      size_name(row.size).c_str(), row.iterations, row.p50_us, row.p99_us, row.gbps,
+                      row.memcpy_gbps, share);
         out << line;
     }
     return out.str();

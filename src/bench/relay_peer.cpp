@@ -59,9 +59,8 @@ Status write_all(int fd, const std::uint8_t* data, std::size_t n) {
 }
 
 Value error_reply(const Error& error) {
-    return Map{{"ok", false},
-               {"code", std::string(to_string(error.code))},
-               {"error", error.message}};
+    return Map{
+        {"ok", false}, {"code", std::string(to_string(error.code))}, {"error", error.message}};
 }
 
 const Value& field(const Value& map, const char* name) {
@@ -82,7 +81,7 @@ std::string string_field(const Value& map, const char* name) {
 
 // The child's state: pending puts by request id.
 class PeerLoop {
-public:
+  public:
     explicit PeerLoop(std::unique_ptr<relay::Relay> relay) : relay_(std::move(relay)) {}
 
     Value handle(const Value& command) {
@@ -105,15 +104,16 @@ public:
         relay_->close();
     }
 
-private:
+  private:
     // Allocates and fills the buffer of the next put, so that a put times the relay hop alone
     // (the orchestrator's round trip in between also runs the control path once more).
     Value prepare(const Value& command) {
         auto nbytes = static_cast<std::size_t>(int_field(command, "nbytes", 0));
         auto seed = static_cast<std::uint64_t>(int_field(command, "seed", 0));
         bool send_buffer = field(command, "send_buffer") == Value(true);
-        Result<Tensor> buffer = send_buffer ? relay_->allocate_send_buffer(nbytes)
-                                            : Tensor::empty({static_cast<std::int64_t>(nbytes)}, DType::u8);
+        Result<Tensor> buffer = send_buffer
+                                    ? relay_->allocate_send_buffer(nbytes)
+                                    : Tensor::empty({static_cast<std::int64_t>(nbytes)}, DType::u8);
         if (!buffer) return error_reply(buffer.error());
         fill_pattern({buffer->mutable_data(), nbytes}, seed);
         prepared_ = std::move(*buffer);
@@ -126,7 +126,8 @@ private:
             Value prepared = prepare(command);
             if (field(prepared, "ok") != Value(true)) return prepared;
         }
-        if (!prepared_) return error_reply(Error{ErrorCode::failed_precondition, "nothing prepared"});
+        if (!prepared_)
+            return error_reply(Error{ErrorCode::failed_precondition, "nothing prepared"});
         Result<Tensor> buffer = std::move(*prepared_);
         prepared_.reset();
         std::optional<std::int64_t> dst;
@@ -145,7 +146,8 @@ private:
         if (it == puts_.end()) {
             return error_reply(Error{ErrorCode::not_found, "no put for request '" + id + "'"});
         }
-        Status status = it->second->wait_for_completion(Duration(int_field(command, "timeout_ms", 30000)));
+        Status status =
+            it->second->wait_for_completion(Duration(int_field(command, "timeout_ms", 30000)));
         if (!status) return error_reply(status.error());
         puts_.erase(it);
         return Map{{"ok", true}};
@@ -164,13 +166,15 @@ private:
         }
         auto op = relay_->get_async(metadata, dest, id);
         if (!op) return error_reply(op.error());
-        Status status = (*op)->wait_for_completion(Duration(int_field(command, "timeout_ms", 30000)));
+        Status status =
+            (*op)->wait_for_completion(Duration(int_field(command, "timeout_ms", 30000)));
         std::int64_t end = monotonic_ns();
         if (!status) return error_reply(status.error());
         if (field(command, "verify") != Value(false)) {
             Tensor got = (*op)->tensor();
-            std::int64_t bad = check_pattern({got.data(), got.nbytes()},
-                                             static_cast<std::uint64_t>(int_field(command, "seed", 0)));
+            std::int64_t bad =
+                check_pattern({got.data(), got.nbytes()},
+                              static_cast<std::uint64_t>(int_field(command, "seed", 0)));
             if (bad >= 0) {
                 return error_reply(Error{ErrorCode::data_loss,
                                          "received bytes differ at offset " + std::to_string(bad)});
@@ -224,7 +228,8 @@ Status write_frame(int fd, const Value& value) {
     OMNI_TRY(std::vector<std::uint8_t> body, proto::encode_value(value));
     std::uint32_t n = static_cast<std::uint32_t>(body.size());
     std::uint8_t header[4] = {static_cast<std::uint8_t>(n), static_cast<std::uint8_t>(n >> 8),
-                              static_cast<std::uint8_t>(n >> 16), static_cast<std::uint8_t>(n >> 24)};
+                              static_cast<std::uint8_t>(n >> 16),
+                              static_cast<std::uint8_t>(n >> 24)};
     // One write per frame: a separate write of the header woke the reader twice per message.
     body.insert(body.begin(), header, header + 4);
     return write_all(fd, body.data(), body.size());
@@ -291,16 +296,15 @@ Result<std::unique_ptr<PeerProcess>> PeerProcess::start(const std::string& omnir
     if (pipe2(commands, O_CLOEXEC) != 0 || pipe2(replies, O_CLOEXEC) != 0) {
         return fail(ErrorCode::unavailable, "pipe failed");
     }
-    std::vector<std::string> args = {omnirt_binary,
-                                     "relay-peer",
-                                     "--backend", options.backend,
-                                     "--name", options.name,
+    std::vector<std::string> args = {omnirt_binary,   "relay-peer",
+                                     "--backend",     options.backend,
+                                     "--name",        options.name,
                                      "--runtime-dir", options.runtime_dir,
-                                     "--device", options.device.to_string(),
-                                     "--slot-bytes", std::to_string(options.slot_bytes),
-                                     "--credits", std::to_string(options.credits),
-                                     "--rank", std::to_string(options.rank),
-                                     "--world-size", std::to_string(options.world_size)};
+                                     "--device",      options.device.to_string(),
+                                     "--slot-bytes",  std::to_string(options.slot_bytes),
+                                     "--credits",     std::to_string(options.credits),
+                                     "--rank",        std::to_string(options.rank),
+                                     "--world-size",  std::to_string(options.world_size)};
     if (!options.rendezvous.empty()) {
         args.push_back("--rendezvous");
         args.push_back(options.rendezvous);

@@ -45,7 +45,7 @@ int run_relay_peer(const relay::RelayOptions& options, int in_fd, int out_fd);
 
 // The parent's handle on a child. The destructor kills (SIGKILL) and reaps a child still alive.
 class PeerProcess {
-public:
+  public:
     // Starts `omnirt_binary relay-peer` with `options` and waits for its ready frame.
     [[nodiscard]] static Result<std::unique_ptr<PeerProcess>> spawn(
         const std::string& omnirt_binary, const relay::RelayOptions& options,
@@ -72,7 +72,7 @@ public:
     int wait_exit();
     [[nodiscard]] pid_t pid() const { return pid_; }
 
-private:
+  private:
     PeerProcess(pid_t pid, int to_child, int from_child);
     pid_t pid_;
     int to_child_;

@@ -62,7 +62,8 @@ void add_bench_relay_command(CLI::App& bench, int& exit_code) {
     auto args = std::make_shared<Args>();
     CLI::App* relay = bench.add_subcommand(
         "relay", "Relay transfer latency and bandwidth between two processes, next to memcpy");
-    relay->add_option("--backend", args->options.backend, "shm, ucx or gloo")->capture_default_str();
+    relay->add_option("--backend", args->options.backend, "shm, ucx or gloo")
+        ->capture_default_str();
     relay->add_option("--sizes", args->sizes, "Comma-separated sizes (K, M, G suffixes)")
         ->capture_default_str();
     relay->add_flag("--zero-copy", args->options.zero_copy,
@@ -83,7 +84,8 @@ void add_bench_relay_command(CLI::App& bench, int& exit_code) {
         args->options.slot_bytes = static_cast<std::size_t>(args->slot_mb * (1 << 20));
         char self[4096];
         ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-        args->options.omnirt_binary = n > 0 ? std::string(self, static_cast<std::size_t>(n)) : "omnirt";
+        args->options.omnirt_binary =
+            n > 0 ? std::string(self, static_cast<std::size_t>(n)) : "omnirt";
         register_relay_backends();
         auto report = bench::run_relay_bench(args->options);
         if (!report) {

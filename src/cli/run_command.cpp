@@ -64,7 +64,8 @@ int run(const RunOptions& options) {
 
     runner::PipelineOptions pipeline_options;
     if (options.in_process) pipeline_options.placement = runner::Placement::in_process;
-    auto pipeline = runner::start_pipeline_file(options.config, options.overrides, pipeline_options);
+    auto pipeline =
+        runner::start_pipeline_file(options.config, options.overrides, pipeline_options);
     if (!pipeline) {
         std::cerr << "omnirt run: " << pipeline.error().to_string() << "\n";
         return 1;
@@ -80,10 +81,9 @@ int run(const RunOptions& options) {
     });
     pipeline::RequestOptions request_options;
     if (options.timeout_s > 0) {
-        request_options.deadline =
-            std::chrono::system_clock::now() +
-            std::chrono::duration_cast<std::chrono::system_clock::duration>(
-                std::chrono::duration<double>(options.timeout_s));
+        request_options.deadline = std::chrono::system_clock::now() +
+                                   std::chrono::duration_cast<std::chrono::system_clock::duration>(
+                                       std::chrono::duration<double>(options.timeout_s));
     }
     Status started = (*pipeline)->coordinator().start_request(
         options.request_id, OmniRequest{.inputs = *input, .params = *params}, request_options,
@@ -118,7 +118,7 @@ int run(const RunOptions& options) {
         } else {
             std::cerr << "omnirt run: request " << options.request_id << " "
                       << (outcome.terminal.kind == pipeline::RequestEvent::Kind::aborted ? "aborted"
-                                                                                        : "failed")
+                                                                                         : "failed")
                       << ": " << outcome.terminal.error.to_string() << "\n";
             code = 1;
         }

@@ -35,7 +35,7 @@ struct TokenUsage {
 
 // The log probability of one output token, and of the most likely alternatives at its step.
 struct TokenLogprob {
-    std::string token;                // the token's text (U+FFFD for a partial character)
+    std::string token;  // the token's text (U+FFFD for a partial character)
     double logprob = 0;
     std::vector<std::uint8_t> bytes;  // the token's exact bytes
     std::vector<TokenLogprob> top;    // most likely first; empty when not asked for

@@ -10,13 +10,19 @@ using nlohmann::json;
 
 json to_json(const Value& value) {
     switch (value.kind()) {
-        case ValueKind::null: return nullptr;
-        case ValueKind::boolean: return value.as_bool();
-        case ValueKind::integer: return value.as_int();
-        case ValueKind::floating: return *value.if_float();
-        case ValueKind::string: return value.as_string();
+        case ValueKind::null:
+            return nullptr;
+        case ValueKind::boolean:
+            return value.as_bool();
+        case ValueKind::integer:
+            return value.as_int();
+        case ValueKind::floating:
+            return *value.if_float();
+        case ValueKind::string:
+            return value.as_string();
         case ValueKind::bytes:
-        case ValueKind::tensor: return value.debug_string();
+        case ValueKind::tensor:
+            return value.debug_string();
         case ValueKind::list: {
             json out = json::array();
             for (const auto& item : value.as_list()) out.push_back(to_json(item));
@@ -85,10 +91,10 @@ std::string render_json(const RuntimePlan& plan) {
                       {"local_stream_targets", s.local_stream_targets},
                       {"same_gpu_stream_targets", s.same_gpu_stream_targets},
                       {"fan_in_timeout_s", s.fan_in_timeout_s}};
-        for (const auto& [field, fn] : {std::pair{"route_fn", &s.route_fn},
-                                        std::pair{"wait_for_fn", &s.wait_for_fn},
-                                        std::pair{"merge_fn", &s.merge_fn},
-                                        std::pair{"stream_done_to_fn", &s.stream_done_to_fn}}) {
+        for (const auto& [field, fn] :
+             {std::pair{"route_fn", &s.route_fn}, std::pair{"wait_for_fn", &s.wait_for_fn},
+              std::pair{"merge_fn", &s.merge_fn},
+              std::pair{"stream_done_to_fn", &s.stream_done_to_fn}}) {
             if (*fn) stage[field] = **fn;
         }
         if (!s.project_payload.empty()) stage["project_payload"] = s.project_payload;
@@ -157,7 +163,9 @@ std::string render_text(const RuntimePlan& plan) {
     for (const auto& p : plan.processes) {
         out << "  " << p.name << ": " << join(p.stages);
         if (p.gpu) out << " (gpu " << *p.gpu << ")";
-        if (p.tp) out << " (tp rank " << p.tp->rank << "/" << p.tp->size << ", " << p.tp->rendezvous << ")";
+        if (p.tp)
+            out << " (tp rank " << p.tp->rank << "/" << p.tp->size << ", " << p.tp->rendezvous
+                << ")";
         out << "\n";
     }
     out << "\nedges:\n";
@@ -222,9 +230,12 @@ Result<PlanFormat> parse_plan_format(const std::string& name) {
 
 std::string render_plan(const RuntimePlan& plan, PlanFormat format) {
     switch (format) {
-        case PlanFormat::text: return render_text(plan);
-        case PlanFormat::json: return render_json(plan);
-        case PlanFormat::mermaid: return render_mermaid(plan);
+        case PlanFormat::text:
+            return render_text(plan);
+        case PlanFormat::json:
+            return render_json(plan);
+        case PlanFormat::mermaid:
+            return render_mermaid(plan);
     }
     return {};
 }

@@ -10,7 +10,7 @@
 namespace omnirt::config {
 
 class RuntimeDirectory {
-public:
+  public:
     // Creates "<base>/omnirt-XXXXXX" with a unique suffix.
     [[nodiscard]] static Result<std::unique_ptr<RuntimeDirectory>> create(const std::string& base);
 
@@ -20,7 +20,7 @@ public:
 
     [[nodiscard]] const std::string& path() const { return path_; }
 
-private:
+  private:
     explicit RuntimeDirectory(std::string path) : path_(std::move(path)) {}
     std::string path_;
 };

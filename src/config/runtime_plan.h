@@ -56,8 +56,8 @@ struct Edge {
 struct StagePlan {
     std::string name;
     std::string factory;
-    Map factory_args;  // factory_args + runtime_overrides + injected model_path / gpu_id
-    std::string process;                 // the process doing its external IO (TP: rank 0)
+    Map factory_args;     // factory_args + runtime_overrides + injected model_path / gpu_id
+    std::string process;  // the process doing its external IO (TP: rank 0)
     std::vector<std::string> processes;  // every process of the stage (TP: one per rank)
     std::vector<int> gpu;
     int tp_size = 1;

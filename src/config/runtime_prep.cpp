@@ -28,9 +28,10 @@ void merge_into(Map& base, const Map& overrides) {
 }
 
 class EndpointAllocator {
-public:
+  public:
     EndpointAllocator(const EndpointsConfig& endpoints, std::string runtime_dir)
-        : endpoints_(endpoints), runtime_dir_(std::move(runtime_dir)),
+        : endpoints_(endpoints),
+          runtime_dir_(std::move(runtime_dir)),
           next_port_(endpoints.base_port) {}
 
     // `name` for ipc socket files; `fallback` when the path would not fit a Unix socket.
@@ -54,12 +55,12 @@ public:
         return "file://" + runtime_dir_ + "/" + name + ".store";
     }
 
-private:
+  private:
     Result<std::string> tcp() {
         if (next_port_ > 65535) {
-            return fail(ErrorCode::out_of_range,
-                        "endpoints.base_port " + std::to_string(endpoints_.base_port) +
-                            " leaves too few ports for this pipeline");
+            return fail(ErrorCode::out_of_range, "endpoints.base_port " +
+                                                     std::to_string(endpoints_.base_port) +
+                                                     " leaves too few ports for this pipeline");
         }
         return "tcp://" + endpoints_.host + ":" + std::to_string(next_port_++);
     }
@@ -178,9 +179,10 @@ Result<RuntimePlan> prepare_runtime(const PipelineConfig& config, const PrepOpti
                                     .size = stage.tp_size,
                                     .rendezvous = rendezvous};
                 if (rank > 0) {
-                    OMNI_TRY(process.tp->endpoint,
-                             endpoints.socket("tp-" + stage.name + "-" + std::to_string(rank),
-                                              "t" + std::to_string(i) + "_" + std::to_string(rank)));
+                    OMNI_TRY(
+                        process.tp->endpoint,
+                        endpoints.socket("tp-" + stage.name + "-" + std::to_string(rank),
+                                         "t" + std::to_string(i) + "_" + std::to_string(rank)));
                 }
             }
             sp.process = names.front();
@@ -221,11 +223,14 @@ Result<RuntimePlan> prepare_runtime(const PipelineConfig& config, const PrepOpti
         for (const auto& process : plan.processes) {
             if (process.relay_rank >= 0 && process.stages.size() > 1) {
                 std::string stages;
-                for (const auto& name : process.stages) stages += (stages.empty() ? "" : ", ") + name;
+                for (const auto& name : process.stages)
+                    stages += (stages.empty() ? "" : ", ") + name;
                 return fail(ErrorCode::unimplemented,
-                            "relay_backend '" + config.relay_backend + "' needs one stage per "
-                            "process, but process '" + process.name + "' hosts " + stages +
-                            " (use shm or ucx, or give each stage its own process)");
+                            "relay_backend '" + config.relay_backend +
+                                "' needs one stage per "
+                                "process, but process '" +
+                                process.name + "' hosts " + stages +
+                                " (use shm or ucx, or give each stage its own process)");
             }
         }
         OMNI_TRY(plan.relay_rendezvous, endpoints.store("relay"));
@@ -233,8 +238,8 @@ Result<RuntimePlan> prepare_runtime(const PipelineConfig& config, const PrepOpti
 
     // Edges and their fast paths.
     for (StagePlan& from : plan.stages) {
-        for (const auto& [targets, kind] :
-             {std::pair{&from.next, EdgeKind::normal}, std::pair{&from.stream_to, EdgeKind::stream}}) {
+        for (const auto& [targets, kind] : {std::pair{&from.next, EdgeKind::normal},
+                                            std::pair{&from.stream_to, EdgeKind::stream}}) {
             for (const std::string& target : *targets) {
                 StagePlan* to = nullptr;
                 for (auto& candidate : plan.stages) {
@@ -242,7 +247,8 @@ Result<RuntimePlan> prepare_runtime(const PipelineConfig& config, const PrepOpti
                 }
                 if (to == nullptr) continue;  // validation reports unknown targets
                 Edge edge{.from = from.name, .to = target, .kind = kind};
-                edge.same_process = from.tp_size == 1 && to->tp_size == 1 && from.process == to->process;
+                edge.same_process =
+                    from.tp_size == 1 && to->tp_size == 1 && from.process == to->process;
                 edge.same_gpu = !edge.same_process && !from.gpu.empty() && !to->gpu.empty() &&
                                 from.gpu.front() == to->gpu.front();
                 if (kind == EdgeKind::normal) {

@@ -50,8 +50,8 @@ const SourceLocation& PipelineConfig::location_of(const std::string& field) cons
 }
 
 const std::vector<std::string>& known_relay_backends() {
-    static const std::vector<std::string> backends = {"shm", "ucx", "gloo", "nccl", "nixl",
-                                                      "mooncake"};
+    static const std::vector<std::string> backends = {"shm",  "ucx",  "gloo",
+                                                      "nccl", "nixl", "mooncake"};
     return backends;
 }
 

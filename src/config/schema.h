@@ -29,7 +29,7 @@ struct SourceLocation {
 
 // Per-stage relay override. Unset fields are derived by runtime prep.
 struct RelayConfig {
-    std::optional<double> slot_size_mb;  // size of one pre-registered slot
+    std::optional<double> slot_size_mb;   // size of one pre-registered slot
     std::optional<std::int64_t> credits;  // slots a sender may have in flight
     std::optional<std::int64_t> rank;     // rank in the relay world (gloo / nccl)
     std::optional<std::int64_t> world_size;
@@ -43,7 +43,7 @@ struct StageConfig {
     std::vector<std::string> next;  // empty: no static downstream
     bool terminal = false;
     std::optional<std::string> route_fn;
-    std::vector<int> gpu;     // empty: CPU placement
+    std::vector<int> gpu;      // empty: CPU placement
     bool gpu_is_list = false;  // `gpu: [..]` (TP form) rather than `gpu: N`
     int tp_size = 1;
     std::optional<std::string> process;
@@ -55,7 +55,7 @@ struct StageConfig {
     std::map<std::string, std::string> project_payload;
     std::optional<RelayConfig> relay;
     // omnirt additions:
-    std::optional<double> gpu_memory_fraction;  // budget on its GPU, (0, 1]
+    std::optional<double> gpu_memory_fraction;        // budget on its GPU, (0, 1]
     double fan_in_timeout_s = kDefaultFanInTimeoutS;  // AggregatedInput gives up after this
 
     // Where the stage and each of its fields were written ("next" -> location).

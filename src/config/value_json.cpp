@@ -75,15 +75,33 @@ nlohmann::json tensor_json(const Tensor& tensor, std::int64_t max_values) {
         if (contiguous) {
             nlohmann::json values = nlohmann::json::array();
             switch (tensor.dtype()) {
-                case DType::boolean: append_values<bool>(*contiguous, values); break;
-                case DType::u8: append_values<std::uint8_t>(*contiguous, values); break;
-                case DType::i8: append_values<std::int8_t>(*contiguous, values); break;
-                case DType::i16: append_values<std::int16_t>(*contiguous, values); break;
-                case DType::i32: append_values<std::int32_t>(*contiguous, values); break;
-                case DType::i64: append_values<std::int64_t>(*contiguous, values); break;
-                case DType::f32: append_values<float>(*contiguous, values); break;
-                case DType::f64: append_values<double>(*contiguous, values); break;
-                default: values = nullptr; break;  // f16 / bf16: shape only
+                case DType::boolean:
+                    append_values<bool>(*contiguous, values);
+                    break;
+                case DType::u8:
+                    append_values<std::uint8_t>(*contiguous, values);
+                    break;
+                case DType::i8:
+                    append_values<std::int8_t>(*contiguous, values);
+                    break;
+                case DType::i16:
+                    append_values<std::int16_t>(*contiguous, values);
+                    break;
+                case DType::i32:
+                    append_values<std::int32_t>(*contiguous, values);
+                    break;
+                case DType::i64:
+                    append_values<std::int64_t>(*contiguous, values);
+                    break;
+                case DType::f32:
+                    append_values<float>(*contiguous, values);
+                    break;
+                case DType::f64:
+                    append_values<double>(*contiguous, values);
+                    break;
+                default:
+                    values = nullptr;
+                    break;  // f16 / bf16: shape only
             }
             if (!values.is_null()) info["values"] = std::move(values);
         }
@@ -107,8 +125,10 @@ Result<Value> parse_json_value(std::string_view text, int max_depth) {
         for (std::size_t i = 0; i < text.size(); ++i) {
             char c = text[i];
             if (in_string) {
-                if (c == '\\') ++i;
-                else if (c == '"') in_string = false;
+                if (c == '\\')
+                    ++i;
+                else if (c == '"')
+                    in_string = false;
             } else if (c == '"') {
                 in_string = true;
             } else if (c == '[' || c == '{') {
@@ -130,26 +150,34 @@ Result<Value> parse_json_value(std::string_view text, int max_depth) {
 
 nlohmann::json value_to_json(const Value& value, std::int64_t max_tensor_values) {
     switch (value.kind()) {
-        case ValueKind::null: return nullptr;
-        case ValueKind::boolean: return value.as_bool();
-        case ValueKind::integer: return value.as_int();
+        case ValueKind::null:
+            return nullptr;
+        case ValueKind::boolean:
+            return value.as_bool();
+        case ValueKind::integer:
+            return value.as_int();
         case ValueKind::floating: {
             double number = value.as_number();
             return std::isfinite(number) ? nlohmann::json(number) : nlohmann::json();
         }
-        case ValueKind::string: return value.as_string();
-        case ValueKind::bytes: return {{"bytes", value.if_bytes()->data.size()}};
+        case ValueKind::string:
+            return value.as_string();
+        case ValueKind::bytes:
+            return {{"bytes", value.if_bytes()->data.size()}};
         case ValueKind::list: {
             nlohmann::json out = nlohmann::json::array();
-            for (const auto& item : value.as_list()) out.push_back(value_to_json(item, max_tensor_values));
+            for (const auto& item : value.as_list())
+                out.push_back(value_to_json(item, max_tensor_values));
             return out;
         }
         case ValueKind::map: {
             nlohmann::json out = nlohmann::json::object();
-            for (const auto& [key, item] : value.as_map()) out[key] = value_to_json(item, max_tensor_values);
+            for (const auto& [key, item] : value.as_map())
+                out[key] = value_to_json(item, max_tensor_values);
             return out;
         }
-        case ValueKind::tensor: return tensor_json(value.as_tensor(), max_tensor_values);
+        case ValueKind::tensor:
+            return tensor_json(value.as_tensor(), max_tensor_values);
     }
     return nullptr;
 }

@@ -12,9 +12,9 @@ struct DTypeInfo {
 };
 
 constexpr DTypeInfo kDTypes[kDTypeCount] = {
-    {DType::boolean, 1, "bool"},   {DType::u8, 1, "uint8"},       {DType::i8, 1, "int8"},
-    {DType::i16, 2, "int16"},      {DType::i32, 4, "int32"},      {DType::i64, 8, "int64"},
-    {DType::f16, 2, "float16"},    {DType::bf16, 2, "bfloat16"},  {DType::f32, 4, "float32"},
+    {DType::boolean, 1, "bool"}, {DType::u8, 1, "uint8"},      {DType::i8, 1, "int8"},
+    {DType::i16, 2, "int16"},    {DType::i32, 4, "int32"},     {DType::i64, 8, "int64"},
+    {DType::f16, 2, "float16"},  {DType::bf16, 2, "bfloat16"}, {DType::f32, 4, "float32"},
     {DType::f64, 8, "float64"},
 };
 

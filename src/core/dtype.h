@@ -21,14 +21,38 @@ inline constexpr int kDTypeCount = 10;
 
 template <class T>
 struct DTypeOf;
-template <> struct DTypeOf<bool> { static constexpr DType value = DType::boolean; };
-template <> struct DTypeOf<std::uint8_t> { static constexpr DType value = DType::u8; };
-template <> struct DTypeOf<std::int8_t> { static constexpr DType value = DType::i8; };
-template <> struct DTypeOf<std::int16_t> { static constexpr DType value = DType::i16; };
-template <> struct DTypeOf<std::int32_t> { static constexpr DType value = DType::i32; };
-template <> struct DTypeOf<std::int64_t> { static constexpr DType value = DType::i64; };
-template <> struct DTypeOf<float> { static constexpr DType value = DType::f32; };
-template <> struct DTypeOf<double> { static constexpr DType value = DType::f64; };
+template <>
+struct DTypeOf<bool> {
+    static constexpr DType value = DType::boolean;
+};
+template <>
+struct DTypeOf<std::uint8_t> {
+    static constexpr DType value = DType::u8;
+};
+template <>
+struct DTypeOf<std::int8_t> {
+    static constexpr DType value = DType::i8;
+};
+template <>
+struct DTypeOf<std::int16_t> {
+    static constexpr DType value = DType::i16;
+};
+template <>
+struct DTypeOf<std::int32_t> {
+    static constexpr DType value = DType::i32;
+};
+template <>
+struct DTypeOf<std::int64_t> {
+    static constexpr DType value = DType::i64;
+};
+template <>
+struct DTypeOf<float> {
+    static constexpr DType value = DType::f32;
+};
+template <>
+struct DTypeOf<double> {
+    static constexpr DType value = DType::f64;
+};
 
 enum class DeviceKind : std::uint8_t { cpu, cuda };
 

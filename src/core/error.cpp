@@ -7,18 +7,30 @@ namespace omnirt {
 
 std::string_view to_string(ErrorCode code) {
     switch (code) {
-        case ErrorCode::invalid_argument: return "invalid_argument";
-        case ErrorCode::not_found: return "not_found";
-        case ErrorCode::already_exists: return "already_exists";
-        case ErrorCode::out_of_range: return "out_of_range";
-        case ErrorCode::resource_exhausted: return "resource_exhausted";
-        case ErrorCode::failed_precondition: return "failed_precondition";
-        case ErrorCode::unavailable: return "unavailable";
-        case ErrorCode::deadline_exceeded: return "deadline_exceeded";
-        case ErrorCode::aborted: return "aborted";
-        case ErrorCode::unimplemented: return "unimplemented";
-        case ErrorCode::data_loss: return "data_loss";
-        case ErrorCode::internal: return "internal";
+        case ErrorCode::invalid_argument:
+            return "invalid_argument";
+        case ErrorCode::not_found:
+            return "not_found";
+        case ErrorCode::already_exists:
+            return "already_exists";
+        case ErrorCode::out_of_range:
+            return "out_of_range";
+        case ErrorCode::resource_exhausted:
+            return "resource_exhausted";
+        case ErrorCode::failed_precondition:
+            return "failed_precondition";
+        case ErrorCode::unavailable:
+            return "unavailable";
+        case ErrorCode::deadline_exceeded:
+            return "deadline_exceeded";
+        case ErrorCode::aborted:
+            return "aborted";
+        case ErrorCode::unimplemented:
+            return "unimplemented";
+        case ErrorCode::data_loss:
+            return "data_loss";
+        case ErrorCode::internal:
+            return "internal";
     }
     return "unknown";
 }

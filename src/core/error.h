@@ -56,8 +56,8 @@ using Status = Result<void>;
 
 }  // namespace omnirt
 
-#define OMNI_CHECK(condition, message)                                         \
-    do {                                                                       \
+#define OMNI_CHECK(condition, message)                                                       \
+    do {                                                                                     \
         if (!(condition)) ::omnirt::check_failed(__FILE__, __LINE__, #condition, (message)); \
     } while (0)
 
@@ -68,14 +68,14 @@ using Status = Result<void>;
 // function, otherwise binds the value.
 #define OMNI_TRY(declaration, expression) \
     OMNI_TRY_IMPL(OMNI_CONCAT(omni_try_result_, __LINE__), declaration, expression)
-#define OMNI_TRY_IMPL(tmp, declaration, expression)                    \
-    auto tmp = (expression);                                           \
+#define OMNI_TRY_IMPL(tmp, declaration, expression)                      \
+    auto tmp = (expression);                                             \
     if (!tmp.has_value()) return ::omnirt::fail(std::move(tmp).error()); \
     declaration = std::move(tmp).value()
 
 // OMNI_RETURN_IF_ERROR(expr): for Status-returning expressions.
-#define OMNI_RETURN_IF_ERROR(expression)                                      \
-    do {                                                                      \
-        auto omni_status_ = (expression);                                     \
+#define OMNI_RETURN_IF_ERROR(expression)                                                       \
+    do {                                                                                       \
+        auto omni_status_ = (expression);                                                      \
         if (!omni_status_.has_value()) return ::omnirt::fail(std::move(omni_status_).error()); \
     } while (0)

@@ -23,36 +23,45 @@ namespace omnirt {
 
 template <class E>
 class unexpected {
-public:
+  public:
     explicit unexpected(E error) : error_(std::move(error)) {}
     const E& error() const& { return error_; }
     E& error() & { return error_; }
     E&& error() && { return std::move(error_); }
 
-private:
+  private:
     E error_;
 };
 
 template <class T, class E>
 class expected {
-public:
+  public:
     using value_type = T;
     using error_type = E;
 
     expected() requires std::is_default_constructible_v<T> : state_(std::in_place_index<0>) {}
     template <class U = T>
-        requires std::is_constructible_v<T, U&&> &&
-                 (!std::is_same_v<std::remove_cvref_t<U>, expected>) &&
-                 (!std::is_same_v<std::remove_cvref_t<U>, unexpected<E>>)
-    expected(U&& value) : state_(std::in_place_index<0>, std::forward<U>(value)) {}
+    requires std::is_constructible_v<T, U&&> &&
+        (!std::is_same_v<std::remove_cvref_t<U>, expected>)&&(
+            !std::is_same_v<std::remove_cvref_t<U>, unexpected<E> >)expected(U&& value)
+        : state_(std::in_place_index<0>, std::forward<U>(value)) {}
     template <class G>
     expected(unexpected<G> error) : state_(std::in_place_index<1>, std::move(error).error()) {}
 
     bool has_value() const { return state_.index() == 0; }
     explicit operator bool() const { return has_value(); }
-    T& value() & { check_value(); return std::get<0>(state_); }
-    const T& value() const& { check_value(); return std::get<0>(state_); }
-    T&& value() && { check_value(); return std::move(std::get<0>(state_)); }
+    T& value() & {
+        check_value();
+        return std::get<0>(state_);
+    }
+    const T& value() const& {
+        check_value();
+        return std::get<0>(state_);
+    }
+    T&& value() && {
+        check_value();
+        return std::move(std::get<0>(state_));
+    }
     T& operator*() & { return value(); }
     const T& operator*() const& { return value(); }
     T&& operator*() && { return std::move(*this).value(); }
@@ -62,9 +71,11 @@ public:
     const E& error() const& { return std::get<1>(state_); }
     E&& error() && { return std::move(std::get<1>(state_)); }
     template <class U>
-    T value_or(U&& other) const& { return has_value() ? value() : T(std::forward<U>(other)); }
+    T value_or(U&& other) const& {
+        return has_value() ? value() : T(std::forward<U>(other));
+    }
 
-private:
+  private:
     void check_value() const {
         if (!has_value()) std::abort();
     }
@@ -73,7 +84,7 @@ private:
 
 template <class E>
 class expected<void, E> {
-public:
+  public:
     using value_type = void;
     using error_type = E;
 
@@ -90,7 +101,7 @@ public:
     const E& error() const& { return error_; }
     E&& error() && { return std::move(error_); }
 
-private:
+  private:
     E error_{};
     bool failed_ = false;
 };

@@ -4,13 +4,20 @@ namespace omnirt {
 
 std::string_view to_string(FunctionKind kind) {
     switch (kind) {
-        case FunctionKind::factory: return "factory";
-        case FunctionKind::merge: return "merge_fn";
-        case FunctionKind::route: return "route_fn";
-        case FunctionKind::projection: return "projection";
-        case FunctionKind::wait_for: return "wait_for_fn";
-        case FunctionKind::stream_done: return "stream_done_to_fn";
-        case FunctionKind::terminal_stages: return "terminal_stages_fn";
+        case FunctionKind::factory:
+            return "factory";
+        case FunctionKind::merge:
+            return "merge_fn";
+        case FunctionKind::route:
+            return "route_fn";
+        case FunctionKind::projection:
+            return "projection";
+        case FunctionKind::wait_for:
+            return "wait_for_fn";
+        case FunctionKind::stream_done:
+            return "stream_done_to_fn";
+        case FunctionKind::terminal_stages:
+            return "terminal_stages_fn";
     }
     return "function";
 }
@@ -28,6 +35,13 @@ Status Registry::add(FunctionKind kind, std::string name, RegistryEntry entry) {
         return fail(ErrorCode::already_exists,
                     std::string(to_string(kind)) + " '" + name + "' is already registered");
     }
+    return {};
+}
+
+Status Registry::add_if_absent(FunctionKind kind, std::string name, RegistryEntry entry) {
+    if (name.empty()) return fail(ErrorCode::invalid_argument, "registry names must not be empty");
+    std::lock_guard lock(mutex_);
+    entries_.try_emplace(std::make_pair(kind, std::move(name)), std::move(entry));
     return {};
 }
 
@@ -54,7 +68,8 @@ std::vector<std::string> Registry::names(FunctionKind kind) const {
 
 Error Registry::unknown_name_error(FunctionKind kind, std::string_view name) const {
     std::vector<std::string> known = names(kind);
-    std::string message = "unknown " + std::string(to_string(kind)) + " '" + std::string(name) + "'";
+    std::string message =
+        "unknown " + std::string(to_string(kind)) + " '" + std::string(name) + "'";
     if (known.empty()) {
         message += " (none registered; is the plugin that provides it listed under plugins:?)";
     } else {
@@ -64,6 +79,10 @@ Error Registry::unknown_name_error(FunctionKind kind, std::string_view name) con
             message += known[i];
         }
         message += ")";
+    }
+    // The test stages (src/testing) are registered only on an explicit opt-in (runner/builtins.h).
+    if (name.starts_with("test.")) {
+        message += "; test.* names are the test stages, registered only with OMNIRT_TEST_STAGES=1";
     }
     return Error{ErrorCode::not_found, std::move(message)};
 }

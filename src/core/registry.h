@@ -33,11 +33,12 @@ enum class FunctionKind : std::uint8_t {
 
 // Signatures of the request-aware functions (config.md).
 using MergeFn = std::function<Result<StagePayload>(
-    const std::string& request_id, const std::map<std::string, std::shared_ptr<const StagePayload>>& inputs)>;
+    const std::string& request_id,
+    const std::map<std::string, std::shared_ptr<const StagePayload>>& inputs)>;
 using RouteFn = std::function<Result<std::vector<std::string>>(const std::string& request_id,
                                                                const StagePayload& output)>;
-using ProjectionFn = std::function<Result<StagePayload>(const std::string& target,
-                                                        const StagePayload& output)>;
+using ProjectionFn =
+    std::function<Result<StagePayload>(const std::string& target, const StagePayload& output)>;
 // nullopt: the payload does not determine the active sources yet; keep the request pending.
 using WaitForFn = std::function<Result<std::optional<std::vector<std::string>>>(
     const std::string& request_id, const std::string& from_stage, const StagePayload& payload)>;
@@ -56,12 +57,15 @@ struct RegistryEntry {
 };
 
 class Registry {
-public:
+  public:
     // The process-wide registry.
     static Registry& global();
 
     // Fails with already_exists when the name is taken for this kind.
     [[nodiscard]] Status add(FunctionKind kind, std::string name, RegistryEntry entry);
+    // Like add(), but a name already taken for this kind keeps its entry and is not an error:
+    // for registration functions that may run more than once. invalid_argument for an empty name.
+    [[nodiscard]] Status add_if_absent(FunctionKind kind, std::string name, RegistryEntry entry);
     // A copy of the entry, or nullopt.
     [[nodiscard]] std::optional<RegistryEntry> find(FunctionKind kind, std::string_view name) const;
     [[nodiscard]] bool contains(FunctionKind kind, std::string_view name) const;
@@ -81,10 +85,11 @@ public:
         return *fn;
     }
 
-    // "unknown factory 'x' (registered: a, b)".
+    // "unknown factory 'x' (registered: a, b)"; for a name under "test." it adds that the test
+    // stages need the OMNIRT_TEST_STAGES=1 opt-in.
     [[nodiscard]] Error unknown_name_error(FunctionKind kind, std::string_view name) const;
 
-private:
+  private:
     mutable std::mutex mutex_;
     std::map<std::pair<FunctionKind, std::string>, RegistryEntry, std::less<>> entries_;
 };

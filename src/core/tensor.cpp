@@ -8,7 +8,10 @@ namespace omnirt {
 
 Storage::Storage(std::byte* data, std::size_t nbytes, Device device, Deleter deleter,
                  bool read_only)
-    : data_(data), nbytes_(nbytes), device_(device), deleter_(std::move(deleter)),
+    : data_(data),
+      nbytes_(nbytes),
+      device_(device),
+      deleter_(std::move(deleter)),
       read_only_(read_only) {}
 
 Storage::~Storage() {
@@ -21,8 +24,8 @@ Result<std::shared_ptr<Storage>> Storage::allocate(std::size_t nbytes) {
     std::size_t rounded = (nbytes + kTensorAlignment - 1) / kTensorAlignment * kTensorAlignment;
     if (rounded == 0) rounded = kTensorAlignment;
     if (rounded < nbytes) {
-        return fail(ErrorCode::resource_exhausted, "tensor of " + std::to_string(nbytes) +
-                                                        " bytes is too large to allocate");
+        return fail(ErrorCode::resource_exhausted,
+                    "tensor of " + std::to_string(nbytes) + " bytes is too large to allocate");
     }
     void* memory = std::aligned_alloc(kTensorAlignment, rounded);
     if (memory == nullptr) {
@@ -30,9 +33,9 @@ Result<std::shared_ptr<Storage>> Storage::allocate(std::size_t nbytes) {
                     "out of memory allocating a tensor of " + std::to_string(nbytes) + " bytes");
     }
     std::memset(memory, 0, rounded);
-    return std::shared_ptr<Storage>(new Storage(static_cast<std::byte*>(memory), nbytes,
-                                                Device::cpu(), [](std::byte* p) { std::free(p); },
-                                                false));
+    return std::shared_ptr<Storage>(new Storage(
+        static_cast<std::byte*>(memory), nbytes, Device::cpu(), [](std::byte* p) { std::free(p); },
+        false));
 }
 
 std::shared_ptr<Storage> Storage::wrap(std::byte* data, std::size_t nbytes, Device device,
@@ -102,17 +105,18 @@ Result<Tensor> Tensor::from_storage(std::shared_ptr<Storage> storage, DType dtyp
         unsigned __int128 last = 0;
         for (std::size_t i = 0; i < shape.size(); ++i) {
             if (strides[i] < 0) {
-                return fail(ErrorCode::invalid_argument, "negative tensor strides are not supported");
+                return fail(ErrorCode::invalid_argument,
+                            "negative tensor strides are not supported");
             }
             last += static_cast<unsigned __int128>(shape[i] - 1) *
                     static_cast<unsigned __int128>(strides[i]);
         }
         unsigned __int128 end = offset_bytes + (last + 1) * size;
         if (end > storage->nbytes()) {
-            return fail(ErrorCode::out_of_range,
-                        "tensor view of " + std::to_string(numel) + " " +
-                            std::string(to_string(dtype)) + " elements does not fit its storage of " +
-                            std::to_string(storage->nbytes()) + " bytes");
+            return fail(ErrorCode::out_of_range, "tensor view of " + std::to_string(numel) + " " +
+                                                     std::string(to_string(dtype)) +
+                                                     " elements does not fit its storage of " +
+                                                     std::to_string(storage->nbytes()) + " bytes");
         }
     }
     Tensor tensor;

@@ -7,8 +7,8 @@
 // while other threads read is the caller's responsibility. Read-only storage (zero-copy relay
 // views, same-process payloads) refuses mutable_data().
 #include <cstddef>
-#include <cstring>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <span>
@@ -25,7 +25,7 @@ inline constexpr std::size_t kTensorAlignment = 64;
 inline constexpr std::size_t kMaxTensorDims = 16;
 
 class Storage {
-public:
+  public:
     using Deleter = std::function<void(std::byte*)>;
 
     // Zero-filled, kTensorAlignment-aligned host memory.
@@ -44,7 +44,7 @@ public:
     [[nodiscard]] Device device() const { return device_; }
     [[nodiscard]] bool read_only() const { return read_only_; }
 
-private:
+  private:
     Storage(std::byte* data, std::size_t nbytes, Device device, Deleter deleter, bool read_only);
 
     std::byte* data_;
@@ -55,7 +55,7 @@ private:
 };
 
 class Tensor {
-public:
+  public:
     Tensor() = default;  // undefined tensor: defined() is false
 
     // A new contiguous zero-filled host tensor.
@@ -63,7 +63,8 @@ public:
     // A view over `storage`; strides in elements (empty = contiguous). Fails when the view would
     // reach outside the storage or the shape is invalid.
     [[nodiscard]] static Result<Tensor> from_storage(std::shared_ptr<Storage> storage, DType dtype,
-                                                     Shape shape, std::vector<std::int64_t> strides = {},
+                                                     Shape shape,
+                                                     std::vector<std::int64_t> strides = {},
                                                      std::size_t offset_bytes = 0);
     // A contiguous host tensor holding a copy of `values`.
     template <class T>
@@ -78,7 +79,9 @@ public:
     [[nodiscard]] std::int64_t numel() const;
     [[nodiscard]] std::size_t element_size() const { return omnirt::element_size(dtype_); }
     // Bytes of the elements (numel * element size), not of the storage.
-    [[nodiscard]] std::size_t nbytes() const { return static_cast<std::size_t>(numel()) * element_size(); }
+    [[nodiscard]] std::size_t nbytes() const {
+        return static_cast<std::size_t>(numel()) * element_size();
+    }
     [[nodiscard]] bool is_contiguous() const;
     [[nodiscard]] bool read_only() const;
     [[nodiscard]] const std::shared_ptr<Storage>& storage() const { return storage_; }
@@ -103,7 +106,7 @@ public:
     // Same dtype, shape and element bytes (devices must be cpu).
     [[nodiscard]] bool equals(const Tensor& other) const;
 
-private:
+  private:
     std::shared_ptr<Storage> storage_;
     std::size_t offset_ = 0;
     Shape shape_;

@@ -7,15 +7,24 @@ namespace omnirt {
 
 std::string_view to_string(ValueKind kind) {
     switch (kind) {
-        case ValueKind::null: return "null";
-        case ValueKind::boolean: return "bool";
-        case ValueKind::integer: return "int";
-        case ValueKind::floating: return "float";
-        case ValueKind::string: return "string";
-        case ValueKind::bytes: return "bytes";
-        case ValueKind::list: return "list";
-        case ValueKind::map: return "map";
-        case ValueKind::tensor: return "tensor";
+        case ValueKind::null:
+            return "null";
+        case ValueKind::boolean:
+            return "bool";
+        case ValueKind::integer:
+            return "int";
+        case ValueKind::floating:
+            return "float";
+        case ValueKind::string:
+            return "string";
+        case ValueKind::bytes:
+            return "bytes";
+        case ValueKind::list:
+            return "list";
+        case ValueKind::map:
+            return "map";
+        case ValueKind::tensor:
+            return "tensor";
     }
     return "unknown";
 }
@@ -91,17 +100,27 @@ void append_quoted(std::string& out, const std::string& s) {
 
 void render(const Value& v, std::string& out) {
     switch (v.kind()) {
-        case ValueKind::null: out += "null"; break;
-        case ValueKind::boolean: out += v.as_bool() ? "true" : "false"; break;
-        case ValueKind::integer: out += std::to_string(v.as_int()); break;
+        case ValueKind::null:
+            out += "null";
+            break;
+        case ValueKind::boolean:
+            out += v.as_bool() ? "true" : "false";
+            break;
+        case ValueKind::integer:
+            out += std::to_string(v.as_int());
+            break;
         case ValueKind::floating: {
             char buf[32];
             std::snprintf(buf, sizeof buf, "%.17g", *v.if_float());
             out += buf;
             break;
         }
-        case ValueKind::string: append_quoted(out, v.as_string()); break;
-        case ValueKind::bytes: out += "bytes(" + std::to_string(v.if_bytes()->data.size()) + ")"; break;
+        case ValueKind::string:
+            append_quoted(out, v.as_string());
+            break;
+        case ValueKind::bytes:
+            out += "bytes(" + std::to_string(v.if_bytes()->data.size()) + ")";
+            break;
         case ValueKind::list: {
             out += '[';
             bool first = true;

@@ -23,17 +23,26 @@ struct Bytes {
     friend bool operator==(const Bytes&, const Bytes&) = default;
 };
 
-enum class ValueKind : std::uint8_t { null, boolean, integer, floating, string, bytes, list, map, tensor };
+enum class ValueKind : std::uint8_t {
+    null,
+    boolean,
+    integer,
+    floating,
+    string,
+    bytes,
+    list,
+    map,
+    tensor
+};
 [[nodiscard]] std::string_view to_string(ValueKind kind);
 
 class Value {
-public:
+  public:
     Value() = default;
     Value(std::nullptr_t) {}
     Value(bool v) : data_(v) {}
     template <std::integral I>
-        requires(!std::same_as<I, bool>)
-    Value(I v) : data_(static_cast<std::int64_t>(v)) {}
+    requires(!std::same_as<I, bool>) Value(I v) : data_(static_cast<std::int64_t>(v)) {}
     Value(double v) : data_(v) {}
     Value(float v) : data_(static_cast<double>(v)) {}
     Value(const char* v) : data_(std::string(v)) {}
@@ -90,7 +99,7 @@ public:
     // JSON-like rendering for logs and error messages; tensors as "tensor(float32, [2, 3])".
     [[nodiscard]] std::string debug_string() const;
 
-private:
+  private:
     std::variant<std::monostate, bool, std::int64_t, double, std::string, Bytes, List, Map, Tensor>
         data_;
 };

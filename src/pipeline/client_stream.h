@@ -20,7 +20,8 @@ namespace omnirt::pipeline {
 inline constexpr std::string_view kClientChunksKey = "omnirt.client_chunks";
 
 // The counts recorded in `request.metadata` (malformed entries are ignored).
-[[nodiscard]] std::map<std::string, std::int64_t> recorded_client_chunks(const OmniRequest& request);
+[[nodiscard]] std::map<std::string, std::int64_t> recorded_client_chunks(
+    const OmniRequest& request);
 
 // `request` with `count` recorded for `stage` (the larger of an existing and the new count).
 void record_client_chunks(OmniRequest& request, const std::string& stage, std::int64_t count);

@@ -250,7 +250,8 @@ std::optional<RequestEvent> CoordinatorCore::try_complete_locked(
         event.result = std::move(entry->results.begin()->second);
     } else {
         Map merged;
-        for (auto& [stage, payload] : entry->results) merged.emplace(stage, std::move(payload.data));
+        for (auto& [stage, payload] : entry->results)
+            merged.emplace(stage, std::move(payload.data));
         event.result = StagePayload{.request_id = entry->id,
                                     .request = std::move(*entry->request),
                                     .data = Value(std::move(merged))};

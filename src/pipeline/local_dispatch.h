@@ -20,7 +20,7 @@ namespace omnirt::pipeline {
 class Stage;
 
 class LocalDispatcher {
-public:
+  public:
     void add(Stage* stage);
     void remove(const std::string& stage_name);
     [[nodiscard]] bool has(const std::string& stage_name) const;
@@ -34,7 +34,7 @@ public:
                             const std::string& request_id, bool done,
                             std::optional<std::string> error);
 
-private:
+  private:
     Stage* find(const std::string& stage_name) const;
     mutable std::mutex mutex_;
     std::map<std::string, Stage*> stages_;

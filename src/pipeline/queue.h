@@ -35,16 +35,6 @@ class BlockingQueue {
         return true;
     }
 
-    // Never blocks. False when full or closed; `item` is left untouched then.
-    bool try_push(T& item) {
-        std::unique_lock lock(mutex_);
-        if (closed_ || items_.size() >= capacity_) return false;
-        items_.push_back(std::move(item));
-        lock.unlock();
-        not_empty_.notify_one();
-        return true;
-    }
-
     // Blocks until an item arrives; nullopt once the queue is closed and empty.
     std::optional<T> pop() {
         std::unique_lock lock(mutex_);

@@ -1,8 +1,8 @@
 #pragma once
 // The scheduler interface of pipeline.md. A Stage (the IO shell) pushes executable work into
 // the scheduler's inbox and drains its outbox; it never branches on the scheduler's type. The
-// SimpleScheduler (non-AR stages), the StreamingScheduler (Code2Wav shape) and, later, the AR
-// scheduler of the engine all present this surface.
+// SimpleScheduler (non-AR stages), the StreamingScheduler (Code2Wav shape) and the engine's AR
+// scheduler (engine/ar_scheduler.h) all present this surface.
 //
 // Ownership and threads:
 //  * the Stage owns the Scheduler; it is the only producer of the inbox and the only consumer of

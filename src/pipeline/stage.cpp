@@ -271,10 +271,10 @@ void Stage::State::send_to_coordinator(const proto::ControlMessage& message) {
 
 void Stage::State::send_stream_signal(const std::string& target, const std::string& request_id,
                                       bool done, std::optional<std::string> error) {
-    if (options.local != nullptr &&
-        options.local->send_stream_signal(target, name, request_id, done, error)) {
+    if (options.local != nullptr) {  // counted first, as in send_payload
         local_dispatches.fetch_add(1);
-        return;
+        if (options.local->send_stream_signal(target, name, request_id, done, error)) return;
+        local_dispatches.fetch_sub(1);
     }
     send(endpoints.at(target), proto::DataReadyMessage{.request_id = request_id,
                                                        .from_stage = name,

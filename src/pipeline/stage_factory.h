@@ -44,7 +44,7 @@ using StageFactory = std::function<Result<std::unique_ptr<Scheduler>>(const Stag
 
 // not_found naming the registered factories, or invalid_argument when the name is registered
 // with another signature.
-[[nodiscard]] Result<StageFactory> find_stage_factory(std::string_view name,
-                                                      const Registry& registry = Registry::global());
+[[nodiscard]] Result<StageFactory> find_stage_factory(
+    std::string_view name, const Registry& registry = Registry::global());
 
 }  // namespace omnirt::pipeline

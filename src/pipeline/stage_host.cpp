@@ -38,8 +38,8 @@ struct StageHost::State {
 
 namespace {
 
-Result<StageContext> make_context(const config::StagePlan& stage, const config::ProcessPlan& process,
-                                  Tracer* tracer) {
+Result<StageContext> make_context(const config::StagePlan& stage,
+                                  const config::ProcessPlan& process, Tracer* tracer) {
     StageContext context{.stage_name = stage.name,
                          .args = stage.factory_args,
                          .next = stage.next,
@@ -76,9 +76,9 @@ std::vector<std::string> follower_endpoints(const config::RuntimePlan& plan,
 
 }  // namespace
 
-Result<std::unique_ptr<StageHost>> StageHost::create(std::shared_ptr<const config::RuntimePlan> plan,
-                                                     const std::string& process_name,
-                                                     StageHostOptions options) {
+Result<std::unique_ptr<StageHost>> StageHost::create(
+    std::shared_ptr<const config::RuntimePlan> plan, const std::string& process_name,
+    StageHostOptions options) {
     if (!plan) return fail(ErrorCode::invalid_argument, "stage host: no plan");
     const config::ProcessPlan* process = plan->find_process(process_name);
     if (process == nullptr) {
@@ -92,9 +92,9 @@ Result<std::unique_ptr<StageHost>> StageHost::create(std::shared_ptr<const confi
     for (const std::string& stage_name : process->stages) {
         const config::StagePlan* stage = plan->find_stage(stage_name);
         if (stage == nullptr) {
-            return fail(ErrorCode::invalid_argument,
-                        "stage host: process '" + process_name + "' names unknown stage '" +
-                            stage_name + "'");
+            return fail(ErrorCode::invalid_argument, "stage host: process '" + process_name +
+                                                         "' names unknown stage '" + stage_name +
+                                                         "'");
         }
         auto context_error = [&](const Error& error) {
             return error.with_context("stage '" + stage_name + "' (factory '" + stage->factory +
@@ -110,9 +110,9 @@ Result<std::unique_ptr<StageHost>> StageHost::create(std::shared_ptr<const confi
             return fail(context_error(Error{ErrorCode::internal, "factory returned no scheduler"}));
         }
         if (process->tp && process->tp->rank > 0) {
-            auto follower = TpFollower::create(stage_name, process->tp->rank, process->tp->endpoint,
-                                               std::move(*scheduler),
-                                               [raw] { raw->on_stage_shutdown(); });
+            auto follower =
+                TpFollower::create(stage_name, process->tp->rank, process->tp->endpoint,
+                                   std::move(*scheduler), [raw] { raw->on_stage_shutdown(); });
             if (!follower) return fail(context_error(follower.error()));
             state->tracers.push_back(std::move(tracer));
             state->followers.push_back(std::move(*follower));

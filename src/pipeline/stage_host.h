@@ -22,7 +22,7 @@ struct StageHostOptions {
 };
 
 class StageHost {
-public:
+  public:
     // Fails when a factory is unknown or returns an error, or a stage cannot be created; the
     // message names the stage.
     [[nodiscard]] static Result<std::unique_ptr<StageHost>> create(
@@ -41,7 +41,7 @@ public:
 
     [[nodiscard]] std::vector<Stage*> stages() const;
 
-private:
+  private:
     struct State;
     explicit StageHost(std::unique_ptr<State> state);
     std::unique_ptr<State> state_;

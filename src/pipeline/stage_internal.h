@@ -43,7 +43,7 @@
 #include "core/registry.h"
 #include "pipeline/input_handler.h"
 #include "pipeline/queue.h"
-#include "pipeline/request_set.h"
+#include "pipeline/simple_scheduler.h"
 #include "pipeline/stage.h"
 #include "pipeline/trace.h"
 #include "proto/messages.h"
@@ -121,8 +121,8 @@ struct OutputCounters {
 };
 
 struct RequestBook {
-    RecentRequestSet finished{kRememberedRequests};  // result routed
-    RecentRequestSet dropped{kRememberedRequests};   // aborted, failed, or stream error
+    RecentRequestIds finished{kRememberedRequests};  // result routed
+    RecentRequestIds dropped{kRememberedRequests};   // aborted, failed, or stream error
     std::unordered_set<std::string> active;          // work handed to the scheduler
     std::unordered_map<std::string, OutputCounters> counters;
 

@@ -234,9 +234,12 @@ void Stage::State::on_result(const std::string& request_id,
 bool Stage::State::send_payload(const std::string& target,
                                 std::shared_ptr<const StagePayload> payload) {
     const std::string request_id = payload->request_id;
-    if (options.local != nullptr && options.local->send_payload(target, name, payload)) {
+    // Counted before the hand-off: the target may finish the request inside send_payload, and
+    // whoever sees it finished must see it counted.
+    if (options.local != nullptr) {
         local_dispatches.fetch_add(1);
-        return true;
+        if (options.local->send_payload(target, name, payload)) return true;
+        local_dispatches.fetch_sub(1);
     }
     Result<RelayWrite> write = fail(ErrorCode::internal, "unwritten");
     const auto write_start = Clock::now();
@@ -306,10 +309,10 @@ void Stage::State::on_stream_output(const std::string& request_id,
         chunk = std::make_shared<const StreamChunk>(
             StreamChunk{.chunk_id = index, .chunk = chunk->chunk, .metadata = chunk->metadata});
     }
-    if (options.local != nullptr &&
-        options.local->send_stream_chunk(*target, name, request_id, chunk)) {
+    if (options.local != nullptr) {  // counted first, as in send_payload
         local_dispatches.fetch_add(1);
-        return;
+        if (options.local->send_stream_chunk(*target, name, request_id, chunk)) return;
+        local_dispatches.fetch_sub(1);
     }
     Result<RelayWrite> write = fail(ErrorCode::internal, "unwritten");
     const auto write_start = Clock::now();

@@ -216,7 +216,7 @@ void StreamingScheduler::leave(const std::shared_ptr<Entry>& entry,
         }
         drop = entry->cancelled || stopping_;
     }
-    if (!drop && out) outbox_.push(std::move(*out));
+    if (!drop && out) deliver(std::move(*out));
 }
 
 bool StreamingScheduler::emit_chunk(Entry& entry, Value chunk, std::optional<std::string> target,
@@ -228,10 +228,10 @@ bool StreamingScheduler::emit_chunk(Entry& entry, Value chunk, std::optional<std
     std::int64_t& next_id = entry.next_chunk_id[target];
     auto stream_chunk = std::make_shared<const StreamChunk>(StreamChunk{
         .chunk_id = next_id++, .chunk = std::move(chunk), .metadata = std::move(metadata)});
-    return outbox_.push(OutgoingMessage{.request_id = entry.state.request_id,
-                                        .kind = OutgoingKind::stream,
-                                        .chunk = std::move(stream_chunk),
-                                        .target = std::move(target)});
+    return deliver(OutgoingMessage{.request_id = entry.state.request_id,
+                                   .kind = OutgoingKind::stream,
+                                   .chunk = std::move(stream_chunk),
+                                   .target = std::move(target)});
 }
 
 }  // namespace omnirt::pipeline

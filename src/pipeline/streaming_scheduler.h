@@ -89,7 +89,7 @@ class StreamingScheduler final : public Scheduler {
     void worker_loop();
     void handle(IncomingMessage message);
     [[nodiscard]] bool ready_to_finish(const StreamRequestState& state) const;
-    // Frees the state; pushes `out` unless the request was aborted meanwhile.
+    // Frees the state; delivers `out` unless the request was aborted meanwhile.
     void leave(const std::shared_ptr<Entry>& entry, std::optional<OutgoingMessage> out);
     bool emit_chunk(Entry& entry, Value chunk, std::optional<std::string> target, Value metadata);
 

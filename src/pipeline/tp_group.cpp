@@ -16,15 +16,16 @@ Result<proto::ControlMessage> to_follower_message(const std::string& stage,
     switch (message.kind) {
         case IncomingKind::new_request:
             if (!message.payload) break;
-            return proto::ControlMessage(
-                proto::SubmitMessage{.request_id = message.request_id, .payload = *message.payload});
+            return proto::ControlMessage(proto::SubmitMessage{.request_id = message.request_id,
+                                                              .payload = *message.payload});
         case IncomingKind::stream_chunk:
             if (!message.chunk) break;
-            return proto::ControlMessage(proto::StreamMessage{.request_id = message.request_id,
-                                                              .from_stage = message.from_stage,
-                                                              .chunk_index = message.chunk->chunk_id,
-                                                              .chunk = message.chunk->chunk,
-                                                              .metadata = message.chunk->metadata});
+            return proto::ControlMessage(
+                proto::StreamMessage{.request_id = message.request_id,
+                                     .from_stage = message.from_stage,
+                                     .chunk_index = message.chunk->chunk_id,
+                                     .chunk = message.chunk->chunk,
+                                     .metadata = message.chunk->metadata});
         case IncomingKind::stream_done:
             return proto::ControlMessage(proto::DataReadyMessage{.request_id = message.request_id,
                                                                  .from_stage = message.from_stage,
@@ -141,7 +142,8 @@ void TpLeaderScheduler::stop() {
 }
 
 void TpLeaderScheduler::abort(const std::string& request_id) {
-    inbox_.remove_if([&](const IncomingMessage& message) { return message.request_id == request_id; });
+    inbox_.remove_if(
+        [&](const IncomingMessage& message) { return message.request_id == request_id; });
     state_->inner->abort(request_id);
     state_->send_all(proto::AbortMessage{.request_id = request_id, .reason = "aborted"});
 }

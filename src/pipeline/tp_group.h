@@ -23,7 +23,7 @@
 namespace omnirt::pipeline {
 
 class TpLeaderScheduler final : public Scheduler {
-public:
+  public:
     // `follower_endpoints`: ranks 1..size-1 in rank order.
     [[nodiscard]] static Result<std::unique_ptr<TpLeaderScheduler>> create(
         std::string stage_name, std::unique_ptr<Scheduler> inner,
@@ -35,18 +35,18 @@ public:
     void abort(const std::string& request_id) override;
     [[nodiscard]] std::size_t active_requests() const override;
 
-private:
+  private:
     struct State;
     explicit TpLeaderScheduler(std::unique_ptr<State> state);
     std::unique_ptr<State> state_;
 };
 
 class TpFollower {
-public:
+  public:
     // `on_shutdown` runs (on the IO thread) when rank 0 sends shutdown.
     [[nodiscard]] static Result<std::unique_ptr<TpFollower>> create(
-        std::string stage_name, int rank, std::string endpoint, std::unique_ptr<Scheduler> scheduler,
-        std::function<void()> on_shutdown);
+        std::string stage_name, int rank, std::string endpoint,
+        std::unique_ptr<Scheduler> scheduler, std::function<void()> on_shutdown);
     TpFollower(const TpFollower&) = delete;
     TpFollower& operator=(const TpFollower&) = delete;
     ~TpFollower();  // stop()
@@ -57,7 +57,7 @@ public:
     // Messages received from rank 0 (work and aborts).
     [[nodiscard]] std::size_t received() const;
 
-private:
+  private:
     struct State;
     explicit TpFollower(std::unique_ptr<State> state);
     std::unique_ptr<State> state_;

@@ -27,7 +27,7 @@ struct TraceSpan {
 };
 
 class Tracer {
-public:
+  public:
     explicit Tracer(std::string stage_name);
 
     // Starts recording. The output path is `path_template` with "{stage}" replaced by the stage
@@ -45,7 +45,7 @@ public:
     // The path start() would use for `path_template` (exposed for tests).
     [[nodiscard]] std::string resolve_path(const std::string& path_template) const;
 
-private:
+  private:
     std::string stage_name_;
     std::atomic<bool> enabled_{false};
     std::mutex mutex_;
@@ -56,14 +56,14 @@ private:
 
 // Records [start, destruction) on `tracer` when it is enabled at destruction time.
 class ScopedSpan {
-public:
+  public:
     ScopedSpan(Tracer* tracer, std::string_view name, std::string_view category,
                std::string_view request_id);
     ScopedSpan(const ScopedSpan&) = delete;
     ScopedSpan& operator=(const ScopedSpan&) = delete;
     ~ScopedSpan();
 
-private:
+  private:
     Tracer* tracer_;
     std::string_view name_;
     std::string_view category_;

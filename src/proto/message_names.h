@@ -19,8 +19,8 @@ inline constexpr std::string_view kProfilerStopType = "profiler_stop";
 inline constexpr std::string_view kHeartbeatType = "heartbeat";
 
 inline constexpr std::array<std::string_view, 9> kMessageTypeNames = {
-    kSubmitType,       kDataReadyType,     kCompleteType, kStreamType,   kAbortType,
-    kShutdownType,     kProfilerStartType, kProfilerStopType, kHeartbeatType,
+    kSubmitType,   kDataReadyType,     kCompleteType,     kStreamType,    kAbortType,
+    kShutdownType, kProfilerStartType, kProfilerStopType, kHeartbeatType,
 };
 static_assert(kMessageTypeNames.size() == std::variant_size_v<ControlMessage>,
               "every ControlMessage alternative needs a wire name");

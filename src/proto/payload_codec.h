@@ -68,10 +68,11 @@ struct EncodedPayload {
 
 // Restores a payload. `flat_buffer` is a 1-D contiguous uint8 tensor of at least
 // header.buffer_bytes (may be read-only, may live on any device; undefined is accepted when
-// header.buffer_bytes is 0, i.e. every tensor is empty). Tensors are views sharing flat_buffer's storage. Validates that every
-// tensor_info entry is referenced by exactly one placeholder standing at its path, that each
-// tensor lies inside the buffer, is aligned to its element size, does not overlap another and
-// has nbytes == numel * element size, and (for host buffers) that bool tensors hold only 0 and 1.
+// header.buffer_bytes is 0, i.e. every tensor is empty). Tensors are views sharing flat_buffer's
+// storage. Validates that every tensor_info entry is referenced by exactly one placeholder standing
+// at its path, that each tensor lies inside the buffer, is aligned to its element size, does not
+// overlap another and has nbytes == numel * element size, and (for host buffers) that bool tensors
+// hold only 0 and 1.
 [[nodiscard]] Result<StagePayload> decode_payload(const PayloadHeader& header,
                                                   const Tensor& flat_buffer,
                                                   const DecodeLimits& limits = {});

@@ -16,9 +16,9 @@ Result<CommonMetadata> read_common_metadata(const Value& metadata, std::string_v
         return fail(ErrorCode::invalid_argument, "relay metadata has no 'backend' string");
     }
     if (name->as_string() != backend) {
-        return fail(ErrorCode::invalid_argument,
-                    "relay metadata was written by backend '" + name->as_string() +
-                        "' but this relay is '" + std::string(backend) + "'");
+        return fail(ErrorCode::invalid_argument, "relay metadata was written by backend '" +
+                                                     name->as_string() + "' but this relay is '" +
+                                                     std::string(backend) + "'");
     }
     const Value* nbytes = metadata.find("nbytes");
     if (nbytes == nullptr || !nbytes->is_int() || nbytes->as_int() < 0) {

@@ -48,17 +48,17 @@ struct RelayOptions {
 };
 
 struct Capabilities {
-    bool zero_copy_receive = false;   // get_async can return views of the sender's memory
-    bool cross_host = false;          // peers may be on other hosts
-    bool needs_rank_topology = false; // put_async needs dst_rank (gloo, nccl)
-    bool device_memory = false;       // can move cuda tensors without staging on the host
+    bool zero_copy_receive = false;    // get_async can return views of the sender's memory
+    bool cross_host = false;           // peers may be on other hosts
+    bool needs_rank_topology = false;  // put_async needs dst_rank (gloo, nccl)
+    bool device_memory = false;        // can move cuda tensors without staging on the host
     // A sender has a bounded number of transfers in flight (credits) and put_async blocks when
     // they are used up, until a receiver finishes reading.
     bool credit_flow_control = false;
 };
 
 class PutOperation {
-public:
+  public:
     virtual ~PutOperation() = default;
     // What the receiver needs for get_async (a map; always holds "backend" and "nbytes").
     [[nodiscard]] virtual const Value& metadata() const = 0;
@@ -75,7 +75,7 @@ public:
 };
 
 class GetOperation {
-public:
+  public:
     virtual ~GetOperation() = default;
     // Blocks until the data is in place. deadline_exceeded after `timeout`; unavailable when
     // the sender is gone; aborted when cleanup(request_id) or close() ran.
@@ -86,7 +86,7 @@ public:
 };
 
 class Relay {
-public:
+  public:
     Relay() = default;
     Relay(const Relay&) = delete;
     Relay& operator=(const Relay&) = delete;

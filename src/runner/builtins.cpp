@@ -1,37 +1,36 @@
 #include "runner/builtins.h"
 
+#include <cstdlib>
 #include <mutex>
+#include <string>
 
 #include "core/registry.h"
+#include "demo/demo_stages.h"
 #include "models/qwen3/text_stages.h"
-#include "pipeline/demo_stages.h"
-#include "pipeline/sink_stage.h"
-#include "pipeline/test_stages.h"
-#include "pipeline/tp_test_stage.h"
 #include "relay/builtin.h"
+#include "testing/test_stages.h"
 
 namespace omnirt::runner {
 namespace {
+
+Status register_test_stages() {
+    if (auto status = testing::register_test_stages(Registry::global()); !status) {
+        return fail(status.error().with_context("registering the test stages"));
+    }
+    return ok_status();
+}
 
 Status register_all() {
     if (auto status = relay::register_builtin_backends(); !status) {
         return fail(status.error().with_context("registering the relay backends"));
     }
-    if (auto status = pipeline::register_test_stages(Registry::global()); !status) {
-        return fail(status.error().with_context("registering the test stages"));
-    }
-    if (auto status = pipeline::register_demo_stages(Registry::global()); !status) {
+    if (auto status = demo::register_demo_stages(Registry::global()); !status) {
         return fail(status.error().with_context("registering the demo stages"));
-    }
-    if (auto status = pipeline::register_sink_stage(); !status) {
-        return fail(status.error().with_context("registering test.sink"));
-    }
-    if (auto status = pipeline::register_tp_test_stage(); !status) {
-        return fail(status.error().with_context("registering test.rank_log"));
     }
     if (auto status = models::qwen3::register_qwen3_text_stages(); !status) {
         return fail(status.error().with_context("registering qwen3.preprocess / qwen3.decode"));
     }
+    if (test_stages_enabled()) return register_test_stages();
     return ok_status();
 }
 
@@ -43,6 +42,18 @@ Status register_builtins() {
     static Status result;
     std::call_once(once, [] { result = register_all(); });
     return result;
+}
+
+bool test_stages_enabled() {
+    const char* value = std::getenv(kTestStagesEnv);
+    return value != nullptr && std::string_view(value) == "1";
+}
+
+Status enable_test_stages() {
+    if (!test_stages_enabled() && setenv(kTestStagesEnv, "1", 1) != 0) {
+        return fail(ErrorCode::internal, "cannot set " + std::string(kTestStagesEnv) + "=1");
+    }
+    return register_test_stages();
 }
 
 }  // namespace omnirt::runner

@@ -24,7 +24,7 @@ using Duration = std::chrono::milliseconds;
 struct ChildSpec {
     std::string name;  // for messages ("process 'thinker'")
     std::string binary;
-    std::vector<std::string> args;  // argv[1..]
+    std::vector<std::string> args;                         // argv[1..]
     std::vector<std::pair<std::string, std::string>> env;  // added to the parent's environment
 };
 
@@ -32,11 +32,12 @@ struct ExitStatus {
     bool exited = false;  // normal exit (code) vs signal
     int code = 0;
     int signal = 0;
-    [[nodiscard]] std::string to_string() const;  // "exited with code 1", "killed by signal 9 (Killed)"
+    [[nodiscard]] std::string to_string()
+        const;  // "exited with code 1", "killed by signal 9 (Killed)"
 };
 
 class ChildProcess {
-public:
+  public:
     [[nodiscard]] static Result<std::unique_ptr<ChildProcess>> spawn(ChildSpec spec);
     ChildProcess(const ChildProcess&) = delete;
     ChildProcess& operator=(const ChildProcess&) = delete;
@@ -58,7 +59,7 @@ public:
     [[nodiscard]] int pidfd() const;  // readable when the child exits (for poll)
     [[nodiscard]] const std::string& name() const;
 
-private:
+  private:
     struct State;
     explicit ChildProcess(std::unique_ptr<State> state);
     std::unique_ptr<State> state_;
@@ -67,16 +68,17 @@ private:
 // Watches children on one thread (poll on their pidfds plus an eventfd) and calls `on_exit`
 // once for each child that exits while watched. on_exit runs on the supervisor thread.
 class Supervisor {
-public:
+  public:
     using ExitCallback = std::function<void(const std::string& name, const ExitStatus& status)>;
     [[nodiscard]] static Result<std::unique_ptr<Supervisor>> create(ExitCallback on_exit);
     ~Supervisor();  // stop()
-    // Starts watching (the child must outlive the watch: call unwatch or stop before destroying it).
+    // Starts watching (the child must outlive the watch: call unwatch or stop before destroying
+    // it).
     [[nodiscard]] Status watch(ChildProcess* child);
     void unwatch(ChildProcess* child);
     void stop();
 
-private:
+  private:
     struct State;
     explicit Supervisor(std::unique_ptr<State> state);
     std::unique_ptr<State> state_;

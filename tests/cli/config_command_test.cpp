@@ -1,10 +1,12 @@
 // Black-box tests of `omnirt config validate` and `omnirt config show` on the real binary.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "runner/builtins.h"
 #include "support/command.h"
 
 namespace omnirt {
@@ -94,11 +96,27 @@ TEST(ConfigValidate, ReportsFactoriesNobodyRegisteredYet) {
 }
 
 TEST(ConfigValidate, AcceptsPipelinesOfBuiltInStages) {
-    for (const char* config : {"configs/test_pipeline.yaml", "configs/demo.yaml"}) {
-        auto result = run_command({omnirt_binary(), "config", "validate", source_path(config)});
-        EXPECT_EQ(result.exit_code, 0) << config << ": " << result.err;
-        EXPECT_NE(result.out.find(": ok ("), std::string::npos) << result.out;
-    }
+    ASSERT_EQ(::unsetenv(runner::kTestStagesEnv), 0);
+    auto demo =
+        run_command({omnirt_binary(), "config", "validate", source_path("configs/demo.yaml")});
+    EXPECT_EQ(demo.exit_code, 0) << demo.err;
+    EXPECT_NE(demo.out.find(": ok ("), std::string::npos) << demo.out;
+}
+
+// The test stages count as registered only with the opt-in, as when a pipeline runs.
+TEST(ConfigValidate, AcceptsTestStagesOnlyWithTheOptIn) {
+    const std::string config = source_path("configs/test_pipeline.yaml");
+    ASSERT_EQ(::unsetenv(runner::kTestStagesEnv), 0);
+    auto without = run_command({omnirt_binary(), "config", "validate", config});
+    EXPECT_EQ(without.exit_code, 1);
+    EXPECT_NE(without.err.find("unknown factory 'test."), std::string::npos) << without.err;
+    EXPECT_NE(without.err.find("OMNIRT_TEST_STAGES=1"), std::string::npos) << without.err;
+
+    ASSERT_EQ(::setenv(runner::kTestStagesEnv, "1", 1), 0);
+    auto with = run_command({omnirt_binary(), "config", "validate", config});
+    ASSERT_EQ(::unsetenv(runner::kTestStagesEnv), 0);
+    EXPECT_EQ(with.exit_code, 0) << with.err;
+    EXPECT_NE(with.out.find(": ok ("), std::string::npos) << with.out;
 }
 
 TEST(ConfigValidate, ListsEveryErrorWithLocation) {

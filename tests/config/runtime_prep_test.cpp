@@ -1,8 +1,8 @@
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
 #include <filesystem>
 #include <nlohmann/json.hpp>
-#include <sys/stat.h>
 
 #include "config/process_groups.h"
 #include "config/render.h"

@@ -14,7 +14,8 @@ extern "C" int omnirt_register_plugin(omnirt::Registry* registry, char* error, i
     }
     omnirt::RouteFn route = [](const std::string&, const omnirt::StagePayload&)
         -> omnirt::Result<std::vector<std::string>> { return std::vector<std::string>{"next"}; };
-    auto added = registry->add(omnirt::FunctionKind::route, "plugin_test.route", {.callable = route});
+    auto added =
+        registry->add(omnirt::FunctionKind::route, "plugin_test.route", {.callable = route});
     if (!added.has_value()) {
         std::strncpy(error, added.error().message.c_str(), capacity);
         return 1;

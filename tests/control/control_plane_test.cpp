@@ -17,7 +17,7 @@ constexpr Duration kHangGuard = 30s;
 
 // Collects messages delivered on the IO thread; waits without sleeping.
 class Inbox {
-public:
+  public:
     ControlPlane::Handler handler() {
         return [this](proto::ControlMessage message) {
             std::lock_guard lock(mutex_);
@@ -34,14 +34,14 @@ public:
         return std::move(messages_);
     }
 
-private:
+  private:
     std::mutex mutex_;
     std::condition_variable changed_;
     std::vector<proto::ControlMessage> messages_;
 };
 
 class ControlPlaneTest : public ::testing::Test {
-protected:
+  protected:
     void SetUp() override {
         auto dir = config::RuntimeDirectory::create(::testing::TempDir());
         ASSERT_TRUE(dir.has_value());
@@ -123,7 +123,8 @@ TEST_F(ControlPlaneTest, AbortPublishedRightAfterStartupReachesEverySubscriber) 
     for (int i = 0; i < 5; ++i) {
         inboxes.push_back(std::make_unique<Inbox>());
         stages.push_back(make());
-        ASSERT_TRUE(stages.back()->subscribe(ipc("abort.sock"), inboxes.back()->handler()).has_value());
+        ASSERT_TRUE(
+            stages.back()->subscribe(ipc("abort.sock"), inboxes.back()->handler()).has_value());
         ASSERT_TRUE(stages.back()->start().has_value());
     }
     // The slow-joiner guard: publishing only after every subscription arrived loses nothing.
@@ -148,8 +149,9 @@ TEST_F(ControlPlaneTest, MalformedAndOversizedMessagesAreDroppedAndCounted) {
     auto sender = make();
     ASSERT_TRUE(sender->start().has_value());
     ASSERT_TRUE(sender->send_bytes(ipc("stage.sock"), {0xc1, 0x00}).has_value());  // invalid
-    ASSERT_TRUE(sender->send_bytes(ipc("stage.sock"), {}).has_value());             // empty
-    ASSERT_TRUE(sender->send_bytes(ipc("stage.sock"), std::vector<std::uint8_t>(4096, 0x90)).has_value());
+    ASSERT_TRUE(sender->send_bytes(ipc("stage.sock"), {}).has_value());            // empty
+    ASSERT_TRUE(
+        sender->send_bytes(ipc("stage.sock"), std::vector<std::uint8_t>(4096, 0x90)).has_value());
     proto::ShutdownMessage big{.reason = std::string(2000, 'x')};
     ASSERT_TRUE(sender->send(ipc("stage.sock"), big).has_value());
     // A good message after the bad ones still arrives: the receiver keeps running.
@@ -168,7 +170,8 @@ TEST_F(ControlPlaneTest, StopFlushesQueuedMessagesAndRemovesSocketFiles) {
     {
         auto sender = make();
         ASSERT_TRUE(sender->start().has_value());
-        for (int i = 0; i < 100; ++i) ASSERT_TRUE(sender->send(ipc("stage.sock"), abort_message(i)).has_value());
+        for (int i = 0; i < 100; ++i)
+            ASSERT_TRUE(sender->send(ipc("stage.sock"), abort_message(i)).has_value());
         sender->stop(kHangGuard);
         auto after = sender->send(ipc("stage.sock"), abort_message(0));
         ASSERT_FALSE(after.has_value());
@@ -184,7 +187,8 @@ TEST_F(ControlPlaneTest, BindErrorsAreReported) {
     auto plane = make();
     auto bad = plane->bind_pull("ipc:///nonexistent-dir/x.sock", Inbox().handler());
     ASSERT_FALSE(bad.has_value());
-    EXPECT_NE(bad.error().message.find("cannot bind ipc:///nonexistent-dir/x.sock"), std::string::npos);
+    EXPECT_NE(bad.error().message.find("cannot bind ipc:///nonexistent-dir/x.sock"),
+              std::string::npos);
     auto garbage = plane->bind_pull("bogus://x", Inbox().handler());
     ASSERT_FALSE(garbage.has_value());
     ASSERT_FALSE(plane->publish(abort_message(1)).has_value());  // no publisher

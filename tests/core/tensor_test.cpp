@@ -77,8 +77,8 @@ TEST(Tensor, CustomDeleterRunsOnceWhenLastReferenceGoes) {
     std::atomic<int> deleted = 0;
     static std::byte buffer[64];
     {
-        auto storage = Storage::wrap(buffer, sizeof buffer, Device::cpu(),
-                                     [&](std::byte*) { deleted++; }, true);
+        auto storage = Storage::wrap(
+            buffer, sizeof buffer, Device::cpu(), [&](std::byte*) { deleted++; }, true);
         auto t = Tensor::from_storage(storage, DType::u8, {64});
         ASSERT_TRUE(t.has_value());
         Tensor copy = *t;

@@ -35,8 +35,10 @@ TEST(Value, MapInsertAndFind) {
 }
 
 TEST(Value, EqualityIsDeepAndKindStrict) {
-    Value a = Map{{"x", List{1, "two", 3.0, Bytes{{9}}}}, {"t", Tensor::from_vector<float>({1, 2})}};
-    Value b = Map{{"x", List{1, "two", 3.0, Bytes{{9}}}}, {"t", Tensor::from_vector<float>({1, 2})}};
+    Value a =
+        Map{{"x", List{1, "two", 3.0, Bytes{{9}}}}, {"t", Tensor::from_vector<float>({1, 2})}};
+    Value b =
+        Map{{"x", List{1, "two", 3.0, Bytes{{9}}}}, {"t", Tensor::from_vector<float>({1, 2})}};
     EXPECT_EQ(a, b);
     b["t"] = Tensor::from_vector<float>({1, 3});
     EXPECT_NE(a, b);
@@ -55,7 +57,8 @@ TEST(ValueDeathTest, CheckedAccessOnWrongKindAborts) {
 
 TEST(Registry, AddFindAndDuplicates) {
     Registry registry;
-    RouteFn route = [](const std::string&, const StagePayload&) -> Result<std::vector<std::string>> {
+    RouteFn route = [](const std::string&,
+                       const StagePayload&) -> Result<std::vector<std::string>> {
         return std::vector<std::string>{"b"};
     };
     ASSERT_TRUE(registry.add(FunctionKind::route, "my.route", {.callable = route}).has_value());
@@ -73,6 +76,18 @@ TEST(Registry, AddFindAndDuplicates) {
     auto missing = registry.get<RouteFn>(FunctionKind::route, "nope");
     ASSERT_FALSE(missing.has_value());
     EXPECT_EQ(missing.error().message, "unknown route_fn 'nope' (registered: my.route)");
+}
+
+TEST(Registry, AddIfAbsentKeepsTheFirstEntry) {
+    Registry registry;
+    ASSERT_TRUE(registry.add_if_absent(FunctionKind::route, "my.route", {.description = "first"})
+                    .has_value());
+    ASSERT_TRUE(registry.add_if_absent(FunctionKind::route, "my.route", {.description = "second"})
+                    .has_value());
+    EXPECT_EQ(registry.find(FunctionKind::route, "my.route")->description, "first");
+    auto unnamed = registry.add_if_absent(FunctionKind::route, "", {});
+    ASSERT_FALSE(unnamed.has_value());
+    EXPECT_EQ(unnamed.error().code, ErrorCode::invalid_argument);
 }
 
 TEST(Error, TryPropagates) {

@@ -8,7 +8,6 @@
 #include <iterator>
 #include <stdexcept>
 
-#include "pipeline/request_set.h"
 #include "pipeline/trace.h"
 
 namespace omnirt::pipeline {
@@ -245,32 +244,6 @@ TEST(AggregatedInput, RecordsFanInWaitSpans) {
     std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
     EXPECT_NE(text.find("fan_in_wait"), std::string::npos);
     std::remove(path->c_str());
-}
-
-}  // namespace
-}  // namespace omnirt::pipeline
-
-// The bounded set of finished / dropped ids a Stage keeps (request_set.h).
-namespace omnirt::pipeline {
-namespace {
-
-TEST(RecentRequestSet, EvictsTheOldestBeyondCapacity) {
-    RecentRequestSet set(3);
-    for (const char* id : {"a", "b", "c", "a"}) set.insert(id);  // "a" twice: one entry
-    EXPECT_EQ(set.size(), 3u);
-    set.insert("d");
-    EXPECT_FALSE(set.contains("a"));
-    EXPECT_TRUE(set.contains("b") && set.contains("c") && set.contains("d"));
-    set.erase("c");
-    set.erase("zzz");
-    EXPECT_EQ(set.size(), 2u);
-    set.insert("e");
-    set.insert("c");  // re-inserted: now the newest
-    EXPECT_FALSE(set.contains("b"));
-    EXPECT_TRUE(set.contains("c") && set.contains("d") && set.contains("e"));
-    for (int i = 0; i < 1000; ++i) set.insert("x" + std::to_string(i));
-    EXPECT_EQ(set.size(), 3u);
-    EXPECT_TRUE(set.contains("x999"));
 }
 
 }  // namespace

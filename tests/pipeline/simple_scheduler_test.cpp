@@ -5,11 +5,11 @@
 
 #include <algorithm>
 #include <atomic>
-#include <map>
 #include <condition_variable>
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <map>
 #include <mutex>
 #include <set>
 #include <sstream>
@@ -363,19 +363,19 @@ TEST(SimpleSchedulerTest, InlineWhenIdleComputesOnTheCallersThreadOnlyWhileIdle)
     std::map<std::string, std::thread::id> computed_on;
     Gate release_busy;
     std::promise<void> busy_started;
-    auto scheduler = make({.compute =
-                               [&](const StagePayload& input, Emitter& emit) -> Result<StagePayload> {
-                                   {
-                                       std::lock_guard lock(mutex);
-                                       computed_on[input.request_id] = std::this_thread::get_id();
-                                   }
-                                   if (input.request_id == "busy") {
-                                       busy_started.set_value();
-                                       EXPECT_TRUE(release_busy.wait());
-                                   }
-                                   return doubled(input, emit);
-                               },
-                           .inline_when_idle = true});
+    auto scheduler =
+        make({.compute = [&](const StagePayload& input, Emitter& emit) -> Result<StagePayload> {
+                  {
+                      std::lock_guard lock(mutex);
+                      computed_on[input.request_id] = std::this_thread::get_id();
+                  }
+                  if (input.request_id == "busy") {
+                      busy_started.set_value();
+                      EXPECT_TRUE(release_busy.wait());
+                  }
+                  return doubled(input, emit);
+              },
+              .inline_when_idle = true});
     IncomingMessage early = request("early", 1);
     EXPECT_FALSE(scheduler->try_run_here(early));  // not started
     ASSERT_TRUE(scheduler->start().has_value());
@@ -430,23 +430,23 @@ TEST(SimpleSchedulerTest, InlineComputeNeverAddsToTheWorkersConcurrency) {
     int most = 0;
     Gate release;
     std::promise<void> inline_started;
-    auto scheduler = make(
-        {.compute = [&](const StagePayload& input, Emitter& emit) -> Result<StagePayload> {
-             {
-                 std::lock_guard lock(mutex);
-                 most = std::max(most, ++computing);
-             }
-             if (input.request_id == "inline") {
-                 inline_started.set_value();
-                 EXPECT_TRUE(release.wait());
-             }
-             {
-                 std::lock_guard lock(mutex);
-                 --computing;
-             }
-             return doubled(input, emit);
-         },
-         .inline_when_idle = true});
+    auto scheduler =
+        make({.compute = [&](const StagePayload& input, Emitter& emit) -> Result<StagePayload> {
+                  {
+                      std::lock_guard lock(mutex);
+                      most = std::max(most, ++computing);
+                  }
+                  if (input.request_id == "inline") {
+                      inline_started.set_value();
+                      EXPECT_TRUE(release.wait());
+                  }
+                  {
+                      std::lock_guard lock(mutex);
+                      --computing;
+                  }
+                  return doubled(input, emit);
+              },
+              .inline_when_idle = true});
     ASSERT_TRUE(scheduler->start().has_value());
     auto ran = std::async(std::launch::async, [&] {
         IncomingMessage message = request("inline", 1);
@@ -491,13 +491,14 @@ TEST(SimpleSchedulerTest, InlineComputeHonoursAbortAndStopWaitsForIt) {
     // stop() returns only after a computation running on another thread has ended.
     std::promise<void> second_started;
     std::atomic<bool> compute_returned{false};
-    auto blocking = make({.compute = [&](const StagePayload& input, Emitter& emit) -> Result<StagePayload> {
-                              second_started.set_value();
-                              EXPECT_TRUE(emit.wait_for_abort(kHangGuard));  // stop wakes it
-                              compute_returned.store(true);
-                              return input;
-                          },
-                          .inline_when_idle = true});
+    auto blocking =
+        make({.compute = [&](const StagePayload& input, Emitter& emit) -> Result<StagePayload> {
+                  second_started.set_value();
+                  EXPECT_TRUE(emit.wait_for_abort(kHangGuard));  // stop wakes it
+                  compute_returned.store(true);
+                  return input;
+              },
+              .inline_when_idle = true});
     ASSERT_TRUE(blocking->start().has_value());
     auto running = std::async(std::launch::async, [&] {
         IncomingMessage message = request("r");
@@ -641,6 +642,22 @@ TEST(RecentRequestIdsTest, ForgetsTheOldestBeyondCapacity) {
     EXPECT_FALSE(ids.contains("a"));
     EXPECT_TRUE(ids.contains("b"));
     EXPECT_TRUE(ids.contains("c"));
+}
+
+TEST(RecentRequestIdsTest, AnErasedIdComesBackAsTheNewest) {
+    RecentRequestIds ids(3);
+    for (const char* id : {"a", "b", "c", "d"}) ids.insert(id);
+    EXPECT_FALSE(ids.contains("a"));
+    ids.erase("c");
+    ids.erase("zzz");
+    EXPECT_EQ(ids.size(), 2u);
+    ids.insert("e");
+    ids.insert("c");  // re-inserted: now the newest
+    EXPECT_FALSE(ids.contains("b"));
+    EXPECT_TRUE(ids.contains("c") && ids.contains("d") && ids.contains("e"));
+    for (int i = 0; i < 1000; ++i) ids.insert("x" + std::to_string(i));
+    EXPECT_EQ(ids.size(), 3u);
+    EXPECT_TRUE(ids.contains("x999"));
 }
 
 }  // namespace

@@ -18,7 +18,7 @@ namespace {
 using namespace std::chrono_literals;
 
 class ControlChannel {
-public:
+  public:
     void send(Value metadata) {
         std::lock_guard lock(mutex_);
         queue_.push_back(std::move(metadata));
@@ -39,7 +39,7 @@ public:
         changed_.notify_all();
     }
 
-private:
+  private:
     std::mutex mutex_;
     std::condition_variable changed_;
     std::deque<Value> queue_;
@@ -47,7 +47,7 @@ private:
 };
 
 class ControlBeforeWait : public ::testing::Test {
-protected:
+  protected:
     void SetUp() override {
         dir_ = std::move(*config::RuntimeDirectory::create(::testing::TempDir()));
         RelayOptions options{.backend = "shm",
@@ -84,7 +84,7 @@ TEST_F(ControlBeforeWait, OurOrderCompletesEveryTransferWithOneCredit) {
     for (int i = 0; i < 20; ++i) {
         auto put = sender_->put_async(*Tensor::empty({1 << 19}, DType::u8), "r");
         ASSERT_TRUE(put.has_value()) << put.error().message;
-        channel_.send((*put)->metadata());  // control first
+        channel_.send((*put)->metadata());               // control first
         auto status = (*put)->wait_for_completion(60s);  // then wait
         ASSERT_TRUE(status.has_value()) << status.error().message;
     }

@@ -31,7 +31,7 @@ struct Item {
 
 // The control plane of the test: metadata goes from sender threads to reader threads.
 class Channel {
-public:
+  public:
     void push(Item item) {
         std::lock_guard lock(mutex_);
         items_.push_back(std::move(item));
@@ -52,7 +52,7 @@ public:
         return pop_locked();
     }
 
-private:
+  private:
     std::optional<Item> pop_locked() {
         if (items_.empty()) return std::nullopt;
         Item item = std::move(items_.front());
@@ -66,7 +66,7 @@ private:
 };
 
 class ShmConcurrencyTest : public ShmRelayTest {
-protected:
+  protected:
     void SetUp() override {
         ShmRelayTest::SetUp();
         for (int i = 0; i < kSenders; ++i) {

@@ -24,7 +24,7 @@ std::vector<std::byte> bytes(std::size_t n, unsigned seed) {
 }
 
 class ShmCopyTest : public ::testing::Test {
-protected:
+  protected:
     // The helper pool starts on the first large copy of the process; this binary asks for
     // helpers even on small machines, so that the parallel path runs everywhere.
     static void SetUpTestSuite() { ::setenv("OMNIRT_SHM_COPY_THREADS", "3", 1); }
@@ -38,8 +38,8 @@ TEST_F(ShmCopyTest, CopiesEverySizeAndOffset) {
             auto source = bytes(n + offset, static_cast<unsigned>(n));
             std::vector<std::byte> destination(n + offset + 1, std::byte{0xee});
             copy_bytes(destination.data() + offset, source.data() + offset, n);
-            EXPECT_TRUE(std::equal(source.begin() + offset, source.end(),
-                                   destination.begin() + offset))
+            EXPECT_TRUE(
+                std::equal(source.begin() + offset, source.end(), destination.begin() + offset))
                 << n << " at " << offset;
             EXPECT_EQ(destination[n + offset], std::byte{0xee}) << "wrote past the end";
         }

@@ -17,7 +17,7 @@ namespace {
 constexpr std::size_t kSlot = 4096;
 
 class ShmCreditTest : public ShmRelayTest {
-protected:
+  protected:
     ShmTuning tuning() const { return {.credit_wait = kHangGuard}; }
     std::unique_ptr<ShmRelay> sender(std::int64_t credits) {
         return make(options("sender", kSlot, credits), tuning());

@@ -20,7 +20,7 @@ struct Rejection {
 };
 
 class ShmMetadataTest : public ShmRelayTest {
-protected:
+  protected:
     void SetUp() override {
         ShmRelayTest::SetUp();
         sender_ = make(options("sender", kSlot, 2));

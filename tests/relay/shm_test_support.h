@@ -63,7 +63,7 @@ inline pid_t dead_pid() {
 }
 
 class ShmRelayTest : public ::testing::Test {
-protected:
+  protected:
     void SetUp() override {
         auto dir = config::RuntimeDirectory::create(::testing::TempDir());
         ASSERT_TRUE(dir.has_value());

@@ -51,7 +51,7 @@ std::vector<std::string> shm_entries(const std::string& tag) {
 }
 
 class RelayConformance : public ::testing::TestWithParam<BackendCase> {
-protected:
+  protected:
     void SetUp() override {
         ASSERT_TRUE(register_builtin_backends().has_value());
 #if defined(OMNIRT_HAVE_C10D_RELAY)
@@ -73,7 +73,8 @@ protected:
         if (relay_) relay_->close();
         relay_.reset();
         if (dir_) {
-            EXPECT_TRUE(shm_entries(tag_).empty()) << "left in /dev/shm: " << shm_entries(tag_).size();
+            EXPECT_TRUE(shm_entries(tag_).empty())
+                << "left in /dev/shm: " << shm_entries(tag_).size();
         }
     }
 
@@ -133,7 +134,8 @@ protected:
     }
 
     void wait_ok(PeerProcess& peer, const std::string& id) {
-        auto waited = peer.call(Map{{"op", "wait"}, {"request_id", id}, {"timeout_ms", 60000}}, kGuard);
+        auto waited =
+            peer.call(Map{{"op", "wait"}, {"request_id", id}, {"timeout_ms", 60000}}, kGuard);
         ASSERT_TRUE(waited.has_value()) << waited.error().message;
     }
 
@@ -157,9 +159,9 @@ protected:
 TEST_P(RelayConformance, SizesFromZeroTo256MB) {
     start(1);
     std::uint64_t seed = 11;
-    for (std::size_t size : {std::size_t{0}, std::size_t{1}, std::size_t{4095}, std::size_t{4} << 20,
-                             (std::size_t{4} << 20) + 3, std::size_t{64} << 20,
-                             std::size_t{256} << 20}) {
+    for (std::size_t size :
+         {std::size_t{0}, std::size_t{1}, std::size_t{4095}, std::size_t{4} << 20,
+          (std::size_t{4} << 20) + 3, std::size_t{64} << 20, std::size_t{256} << 20}) {
         std::string id = "size-" + std::to_string(size);
         auto put = peers_[0]->call(put_command(id, size, ++seed), kGuard);
         ASSERT_TRUE(put.has_value()) << put.error().message;
@@ -185,8 +187,12 @@ TEST_P(RelayConformance, SeveralSendersManyTransfersInFlight) {
         // Every peer puts `credits_` transfers before anything is read.
         for (std::size_t p = 0; p < peers_.size(); ++p) {
             for (int k = 0; k < credits_; ++k) {
-                InFlight f{p, "r" + std::to_string(round) + "p" + std::to_string(p) + "k" + std::to_string(k),
-                           std::size_t{1} << (10 + rng() % 11), ++seed, {}};
+                InFlight f{
+                    p,
+                    "r" + std::to_string(round) + "p" + std::to_string(p) + "k" + std::to_string(k),
+                    std::size_t{1} << (10 + rng() % 11),
+                    ++seed,
+                    {}};
                 auto put = peers_[p]->call(put_command(f.id, f.size, f.seed), kGuard);
                 ASSERT_TRUE(put.has_value()) << put.error().message;
                 f.metadata = *put->find("metadata");
@@ -208,7 +214,8 @@ TEST_P(RelayConformance, CreditExhaustionIsBackpressureNotAnError) {
     if (!relay_->capabilities().credit_flow_control) GTEST_SKIP() << "no credit flow control";
     const int total = 5;
     for (int i = 0; i < total; ++i) {
-        ASSERT_TRUE(peers_[0]->send(put_command("c" + std::to_string(i), 1 << 20, i + 1)).has_value());
+        ASSERT_TRUE(
+            peers_[0]->send(put_command("c" + std::to_string(i), 1 << 20, i + 1)).has_value());
     }
     std::vector<Value> metadata;
     for (int i = 0; i < credits_; ++i) {
@@ -239,10 +246,12 @@ TEST_P(RelayConformance, ReceiverThatNeverReadsMakesTheSenderTimeOut) {
     start(1);
     auto put = peers_[0]->call(put_command("unread", 1 << 20, 3), kGuard);
     ASSERT_TRUE(put.has_value()) << put.error().message;
-    auto waited = peers_[0]->call(Map{{"op", "wait"}, {"request_id", "unread"}, {"timeout_ms", 300}}, kGuard);
+    auto waited =
+        peers_[0]->call(Map{{"op", "wait"}, {"request_id", "unread"}, {"timeout_ms", 300}}, kGuard);
     ASSERT_FALSE(waited.has_value());
     EXPECT_EQ(waited.error().code, ErrorCode::deadline_exceeded) << waited.error().message;
-    ASSERT_TRUE(peers_[0]->call(Map{{"op", "cleanup"}, {"request_id", "unread"}}, kGuard).has_value());
+    ASSERT_TRUE(
+        peers_[0]->call(Map{{"op", "cleanup"}, {"request_id", "unread"}}, kGuard).has_value());
     relay_->cleanup("unread");
     // The pair still works afterwards.
     auto again = peers_[0]->call(put_command("after", 4096, 4), kGuard);
@@ -269,8 +278,10 @@ TEST_P(RelayConformance, AbortMidTransferReleasesEverything) {
         }
         get->reset();
     }
-    ASSERT_TRUE(peers_[0]->call(Map{{"op", "cleanup"}, {"request_id", "aborted"}}, kGuard).has_value());
-    auto waited = peers_[0]->call(Map{{"op", "wait"}, {"request_id", "aborted"}, {"timeout_ms", 100}}, kGuard);
+    ASSERT_TRUE(
+        peers_[0]->call(Map{{"op", "cleanup"}, {"request_id", "aborted"}}, kGuard).has_value());
+    auto waited = peers_[0]->call(
+        Map{{"op", "wait"}, {"request_id", "aborted"}, {"timeout_ms", 100}}, kGuard);
     if (!waited) {
         EXPECT_EQ(waited.error().code, ErrorCode::not_found);  // cleanup dropped it
     }

@@ -5,7 +5,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "pipeline/demo_stages.h"
+#include "demo/demo_stages.h"
 #include "pipeline_harness.h"
 #include "support/command.h"
 
@@ -93,7 +93,7 @@ class PipelineDemo : public ::testing::TestWithParam<Layout> {
                 ++out.text_chunks;
             } else {
                 EXPECT_EQ(current.from_stage, "talker");
-                EXPECT_EQ(*current.chunk.find("sample_rate"), Value(pipeline::kDemoSampleRate));
+                EXPECT_EQ(*current.chunk.find("sample_rate"), Value(demo::kDemoSampleRate));
                 const Tensor& audio = current.chunk.find("audio")->as_tensor();
                 EXPECT_EQ(audio.dtype(), DType::f32);
                 EXPECT_EQ(audio.dim(), 1u);
@@ -128,11 +128,11 @@ TEST_P(PipelineDemo, ChatWithAudioEndsAtDecodeAndTalker) {
     ASSERT_NE(talker, nullptr) << out.end.result.data.debug_string();
     EXPECT_EQ(*decode->find("text"), Value(out.text));
     EXPECT_EQ(*talker->find("transcript"), Value(out.text));
-    EXPECT_EQ(*talker->find("sample_rate"), Value(pipeline::kDemoSampleRate));
+    EXPECT_EQ(*talker->find("sample_rate"), Value(demo::kDemoSampleRate));
     EXPECT_EQ(out.audio_chunks, out.text_chunks);
     EXPECT_EQ(talker->find("audio")->as_tensor().numel(), out.audio_samples);
     EXPECT_EQ(out.audio_samples,
-              static_cast<std::int64_t>(out.text.size()) * pipeline::kDemoSamplesPerCharacter);
+              static_cast<std::int64_t>(out.text.size()) * demo::kDemoSamplesPerCharacter);
 }
 
 TEST_P(PipelineDemo, SpeechSpeaksTheTextExactly) {
@@ -145,7 +145,7 @@ TEST_P(PipelineDemo, SpeechSpeaksTheTextExactly) {
     EXPECT_EQ(*talker->find("transcript"), Value(text));
     EXPECT_EQ(talker->find("audio")->as_tensor().numel(), out.audio_samples);
     EXPECT_EQ(out.audio_samples,
-              static_cast<std::int64_t>(text.size()) * pipeline::kDemoSamplesPerCharacter);
+              static_cast<std::int64_t>(text.size()) * demo::kDemoSamplesPerCharacter);
 }
 
 TEST_P(PipelineDemo, ParamsShapeTheReply) {

@@ -2,8 +2,8 @@
 // loaded on demand from the c10d plugin.
 #include <gtest/gtest.h>
 
-#include "pipeline/test_stages.h"
 #include "pipeline_harness.h"
+#include "testing/test_stages.h"
 
 namespace omnirt::testing {
 namespace {
@@ -26,7 +26,7 @@ TEST(GlooRelayPipeline, MovesTensorsBetweenStageProcesses) {
         auto result = (*started)->submit("gloo-" + std::to_string(i), OmniRequest{});
         ASSERT_TRUE(result.has_value()) << result.error().to_string();
         const Tensor& tensor = result->data.find("tensor")->as_tensor();
-        Tensor expected = *pipeline::make_pattern_tensor(65536, DType::f32);
+        Tensor expected = *make_pattern_tensor(65536, DType::f32);
         ASSERT_EQ(tensor.numel(), expected.numel());
         for (std::int64_t k = 0; k < tensor.numel(); k += 101) {
             ASSERT_EQ(tensor.data_as<float>()[k], 2 * expected.data_as<float>()[k]) << k;

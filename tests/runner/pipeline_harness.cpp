@@ -20,6 +20,8 @@ std::string process_name(const Layout& layout, const std::string& process) {
 Result<std::unique_ptr<runner::Pipeline>> start_pipeline(const std::string& yaml,
                                                          const Layout& layout,
                                                          runner::PipelineOptions options) {
+    // The pipelines of these tests are made of test stages, here and in the stage processes.
+    OMNI_RETURN_IF_ERROR(runner::enable_test_stages());
     OMNI_RETURN_IF_ERROR(runner::register_builtins());
     OMNI_TRY(config::PipelineConfig config, config::load_pipeline_text(yaml, "<test pipeline>"));
     options.placement = layout.placement;

@@ -5,7 +5,6 @@
 
 #include <filesystem>
 
-#include "pipeline/test_stages.h"
 #include "pipeline_harness.h"
 
 namespace omnirt::testing {
@@ -14,7 +13,7 @@ namespace {
 using runner::Placement;
 
 class PipelineShapes : public ::testing::TestWithParam<Layout> {
-protected:
+  protected:
     std::string p(const std::string& process) const { return process_name(GetParam(), process); }
 
     std::unique_ptr<runner::Pipeline> start(const std::string& yaml) {
@@ -40,17 +39,21 @@ TEST_P(PipelineShapes, SequentialCarriesTensorsThroughEveryStage) {
 name: sequential
 model_path: none
 stages:
-  - {name: ingest, process: )" + p("a") + R"(, factory: test.identity, next: produce}
-  - {name: produce, process: )" + p("b") + R"(, factory: test.tensor_producer,
+  - {name: ingest, process: )" +
+                          p("a") + R"(, factory: test.identity, next: produce}
+  - {name: produce, process: )" +
+                          p("b") + R"(, factory: test.tensor_producer,
      factory_args: {bytes: 1048576, dtype: float32}, next: double}
-  - {name: double, process: )" + p("c") + R"(, factory: test.arithmetic,
+  - {name: double, process: )" +
+                          p("c") + R"(, factory: test.arithmetic,
      factory_args: {scale: 2}, next: last}
-  - {name: last, process: )" + p("c") + R"(, factory: test.identity, terminal: true}
+  - {name: last, process: )" +
+                          p("c") + R"(, factory: test.identity, terminal: true}
 )");
     ASSERT_TRUE(pipeline);
     for (int i = 0; i < 3; ++i) {
-        auto result = pipeline->submit("seq-" + std::to_string(i),
-                                       OmniRequest{.inputs = Map{{"n", i}}});
+        auto result =
+            pipeline->submit("seq-" + std::to_string(i), OmniRequest{.inputs = Map{{"n", i}}});
         ASSERT_TRUE(result.has_value()) << result.error().to_string();
         EXPECT_EQ(result->request_id, "seq-" + std::to_string(i));
         const Value* tensor = result->data.find("tensor");
@@ -75,13 +78,17 @@ TEST_P(PipelineShapes, InlineComputeStagesGiveTheSameResults) {
 name: inline
 model_path: none
 stages:
-  - {name: produce, process: )" + p("a") + R"(, factory: test.tensor_producer,
+  - {name: produce, process: )" +
+                          p("a") + R"(, factory: test.tensor_producer,
      factory_args: {bytes: 4096, dtype: float32, inline_compute: true}, next: double}
-  - {name: double, process: )" + p("b") + R"(, factory: test.arithmetic,
+  - {name: double, process: )" +
+                          p("b") + R"(, factory: test.arithmetic,
      factory_args: {scale: 2, inline_compute: true}, next: check}
-  - {name: check, process: )" + p("c") + R"(, factory: test.fail,
+  - {name: check, process: )" +
+                          p("c") + R"(, factory: test.fail,
      factory_args: {inline_compute: true}, next: last}
-  - {name: last, process: )" + p("c") + R"(, factory: test.identity,
+  - {name: last, process: )" +
+                          p("c") + R"(, factory: test.identity,
      factory_args: {inline_compute: true}, terminal: true}
 )");
     ASSERT_TRUE(pipeline);
@@ -95,8 +102,8 @@ stages:
             ASSERT_EQ(values[k], 2.0f * static_cast<float>(k % 251)) << k;
         }
     }
-    auto failed = pipeline->submit(
-        "inline-fail", OmniRequest{.params = Map{{"fail_stage", "check"}}});
+    auto failed =
+        pipeline->submit("inline-fail", OmniRequest{.params = Map{{"fail_stage", "check"}}});
     ASSERT_FALSE(failed.has_value());
     EXPECT_NE(failed.error().message.find("injected failure"), std::string::npos)
         << failed.error().message;
@@ -114,8 +121,10 @@ stages:
     factory: test.identity
     next: [left, right]
     project_payload: {left: test.project_tag, right: test.project_tag}
-  - {name: left, process: )" + p("b") + R"(, factory: test.identity, terminal: true}
-  - {name: right, process: )" + p("c") + R"(, factory: test.identity, terminal: true}
+  - {name: left, process: )" +
+                          p("b") + R"(, factory: test.identity, terminal: true}
+  - {name: right, process: )" +
+                          p("c") + R"(, factory: test.identity, terminal: true}
 )");
     ASSERT_TRUE(pipeline);
     auto result = pipeline->submit("fan-out-1", OmniRequest{.inputs = Map{{"x", 7}}});
@@ -133,22 +142,25 @@ TEST_P(PipelineShapes, FanInWaitsForEverySourceAndMerges) {
 name: fan-in
 model_path: none
 stages:
-  - {name: src, process: )" + p("a") + R"(, factory: test.identity, next: [a, b, join]}
-  - {name: a, process: )" + p("b") + R"(, factory: test.arithmetic, factory_args: {scale: 10},
+  - {name: src, process: )" +
+                          p("a") + R"(, factory: test.identity, next: [a, b, join]}
+  - {name: a, process: )" +
+                          p("b") + R"(, factory: test.arithmetic, factory_args: {scale: 10},
      next: join}
-  - {name: b, process: )" + p("c") + R"(, factory: test.arithmetic, factory_args: {offset: 1},
+  - {name: b, process: )" +
+                          p("c") + R"(, factory: test.arithmetic, factory_args: {offset: 1},
      next: join}
-  - {name: join, process: )" + p("a") + R"(, factory: test.identity, wait_for: [src, a, b],
+  - {name: join, process: )" +
+                          p("a") + R"(, factory: test.identity, wait_for: [src, a, b],
      merge_fn: test.merge, terminal: true}
 )");
     ASSERT_TRUE(pipeline);
     for (int i = 0; i < 5; ++i) {
-        auto result = pipeline->submit("fan-in-" + std::to_string(i),
-                                       OmniRequest{.inputs = Map{{"x", i}}});
+        auto result =
+            pipeline->submit("fan-in-" + std::to_string(i), OmniRequest{.inputs = Map{{"x", i}}});
         ASSERT_TRUE(result.has_value()) << result.error().to_string();
-        Value expected = Map{{"src", Map{{"x", i}}},
-                             {"a", Map{{"x", 10 * i}}},
-                             {"b", Map{{"x", i + 1}}}};
+        Value expected =
+            Map{{"src", Map{{"x", i}}}, {"a", Map{{"x", 10 * i}}}, {"b", Map{{"x", i + 1}}}};
         EXPECT_EQ(result->data, expected) << result->data.debug_string();
     }
     EXPECT_TRUE(eventually([&] { return all_stages_idle(*pipeline); }));
@@ -162,31 +174,38 @@ model_path: none
 terminal_stages_fn: test.terminal_from_params
 stages:
   - name: preprocessing
-    process: )" + p("preprocessing") + R"(
+    process: )" +
+           p("preprocessing") + R"(
     factory: test.identity
     next: [image_encoder, audio_encoder, mm_aggregate]
     route_fn: test.route_from_params
     project_payload: {image_encoder: test.project_tag, audio_encoder: test.project_tag}
-  - {name: image_encoder, process: )" + p("encoders") + R"(, factory: test.tensor_producer,
+  - {name: image_encoder, process: )" +
+           p("encoders") + R"(, factory: test.tensor_producer,
      factory_args: {bytes: 65536, dtype: float32}, next: mm_aggregate}
-  - {name: audio_encoder, process: )" + p("encoders") + R"(, factory: test.arithmetic,
+  - {name: audio_encoder, process: )" +
+           p("encoders") + R"(, factory: test.arithmetic,
      next: mm_aggregate}
   - name: mm_aggregate
-    process: )" + p("preprocessing") + R"(
+    process: )" +
+           p("preprocessing") + R"(
     factory: test.identity
     wait_for: [preprocessing, image_encoder, audio_encoder]
     wait_for_fn: test.wait_for_from_params
     merge_fn: test.merge
     next: thinker
   - name: thinker
-    process: )" + p("thinker") + R"(
+    process: )" +
+           p("thinker") + R"(
     factory: test.token_streamer
     factory_args: {tokens: 5}
     next: [decode, talker]
     stream_to: [talker]
     stream_done_to_fn: test.stream_done_from_params
-  - {name: decode, process: )" + p("decode") + R"(, factory: test.identity, terminal: true}
-  - {name: talker, process: )" + p("talker") + R"(, factory: test.stream_collector,
+  - {name: decode, process: )" +
+           p("decode") + R"(, factory: test.identity, terminal: true}
+  - {name: talker, process: )" +
+           p("talker") + R"(, factory: test.stream_collector,
      factory_args: {forward: true}, terminal: true}
 )";
 }
@@ -249,13 +268,13 @@ TEST_P(PipelineShapes, QwenOmniSpeechShape) {
     stop_and_check(std::move(pipeline));
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Layouts, PipelineShapes,
-    ::testing::Values(Layout{Placement::in_process, false, "InProcess"},
-                      Layout{Placement::in_process, true, "InProcessColocated"},
-                      Layout{Placement::processes, true, "OneChildProcess"},
-                      Layout{Placement::processes, false, "ChildProcesses"}),
-    [](const auto& info) { return info.param.name; });
+INSTANTIATE_TEST_SUITE_P(Layouts, PipelineShapes,
+                         ::testing::Values(Layout{Placement::in_process, false, "InProcess"},
+                                           Layout{Placement::in_process, true,
+                                                  "InProcessColocated"},
+                                           Layout{Placement::processes, true, "OneChildProcess"},
+                                           Layout{Placement::processes, false, "ChildProcesses"}),
+                         [](const auto& info) { return info.param.name; });
 
 }  // namespace
 }  // namespace omnirt::testing

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "pipeline_harness.h"
+#include "runner/builtins.h"
 #include "support/command.h"
 
 namespace omnirt::testing {
@@ -26,10 +27,26 @@ std::vector<nlohmann::json> json_lines(const std::string& text) {
     return out;
 }
 
-TEST(RunCommand, StreamsChunksThenPrintsTheResult) {
+// configs/test_pipeline.yaml is made of test stages: without the opt-in, the run names it.
+TEST(RunCommandOptIn, TestStagesNeedTheOptIn) {
+    ASSERT_EQ(::unsetenv(runner::kTestStagesEnv), 0);
     auto result = run_command({omnirt_binary(), "run", "--config",
-                               source_path("configs/test_pipeline.yaml"), "--input",
-                               R"({"prompt": "hi"})", "--stream"});
+                               source_path("configs/test_pipeline.yaml"), "--input", "{}"});
+    EXPECT_NE(result.exit_code, 0);
+    EXPECT_NE(result.err.find("unknown factory 'test."), std::string::npos) << result.err;
+    EXPECT_NE(result.err.find("OMNIRT_TEST_STAGES=1"), std::string::npos) << result.err;
+}
+
+// The other tests opt in; `omnirt run` and its stage processes inherit the environment.
+class RunCommand : public ::testing::Test {
+  protected:
+    void SetUp() override { ASSERT_TRUE(runner::enable_test_stages().has_value()); }
+};
+
+TEST_F(RunCommand, StreamsChunksThenPrintsTheResult) {
+    auto result =
+        run_command({omnirt_binary(), "run", "--config", source_path("configs/test_pipeline.yaml"),
+                     "--input", R"({"prompt": "hi"})", "--stream"});
     ASSERT_EQ(result.exit_code, 0) << result.err;
     auto lines = json_lines(result.out);
     ASSERT_EQ(lines.size(), 9u) << result.out;
@@ -42,7 +59,7 @@ TEST(RunCommand, StreamsChunksThenPrintsTheResult) {
     EXPECT_EQ(lines[8]["data"]["count"], 8);
 }
 
-TEST(RunCommand, RejectsBadInputAndReportsFailures) {
+TEST_F(RunCommand, RejectsBadInputAndReportsFailures) {
     auto bad_json = run_command({omnirt_binary(), "run", "--config",
                                  source_path("configs/test_pipeline.yaml"), "--input", "{oops"});
     EXPECT_EQ(bad_json.exit_code, 2);
@@ -51,9 +68,9 @@ TEST(RunCommand, RejectsBadInputAndReportsFailures) {
                                    source_path("configs/test_pipeline.yaml"), "--params", "[1]"});
     EXPECT_EQ(bad_params.exit_code, 2);
     EXPECT_NE(bad_params.err.find("JSON object"), std::string::npos) << bad_params.err;
-    auto failing = run_command({omnirt_binary(), "run", "--config",
-                                source_path("configs/test_pipeline.yaml"), "--params",
-                                R"({"payload_bytes": -5})"});
+    auto failing =
+        run_command({omnirt_binary(), "run", "--config", source_path("configs/test_pipeline.yaml"),
+                     "--params", R"({"payload_bytes": -5})"});
     EXPECT_EQ(failing.exit_code, 1);
     EXPECT_NE(failing.err.find("stage 'produce'"), std::string::npos) << failing.err;
     EXPECT_NE(failing.err.find("payload_bytes"), std::string::npos) << failing.err;
@@ -92,7 +109,7 @@ bool any_process_mentions(const std::string& text) {
     return false;
 }
 
-TEST(RunCommand, SigtermInTheMiddleOfARequestShutsEverythingDown) {
+TEST_F(RunCommand, SigtermInTheMiddleOfARequestShutsEverythingDown) {
     char base_template[] = "/tmp/omnirt-run-test-XXXXXX";
     ASSERT_NE(::mkdtemp(base_template), nullptr);
     std::string base = base_template;
@@ -100,7 +117,8 @@ TEST(RunCommand, SigtermInTheMiddleOfARequestShutsEverythingDown) {
     std::ofstream(config) << R"(
 name: interrupted
 model_path: none
-endpoints: {base_path: ")" << base << R"("}
+endpoints: {base_path: ")" << base
+                          << R"("}
 stages:
   - {name: streamer, process: a, factory: test.token_streamer, factory_args: {tokens: 2},
      next: slow}

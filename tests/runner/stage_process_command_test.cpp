@@ -12,6 +12,7 @@
 #include "config/runtime_dir.h"
 #include "config/runtime_plan.h"
 #include "control/control_plane.h"
+#include "pipeline/stage_factory.h"
 #include "relay/registry.h"
 #include "runner/builtins.h"
 #include "runner/child_process.h"
@@ -54,6 +55,8 @@ ExitStatus wait_exit(ChildProcess& child) {
 class StageProcessCommand : public ::testing::Test {
   protected:
     void SetUp() override {
+        // The plans are made of test stages; the stage processes inherit the opt-in.
+        ASSERT_TRUE(enable_test_stages().has_value());
         auto dir = config::RuntimeDirectory::create(std::filesystem::temp_directory_path());
         ASSERT_TRUE(dir.has_value()) << dir.error().message;
         runtime_dir = std::move(*dir);
@@ -238,12 +241,25 @@ TEST_F(StageProcessCommand, OneStagePipelineStopsOnAShutdownMessage) {
     (*control)->stop();
 }
 
-TEST(RegisterBuiltins, IsIdempotentAndRegistersBackendsAndTestStages) {
+TEST(RegisterBuiltins, IsIdempotentAndRegistersTheTestStagesOnlyOnTheOptIn) {
+    ASSERT_EQ(::unsetenv(kTestStagesEnv), 0);
     ASSERT_TRUE(register_builtins().has_value());
     ASSERT_TRUE(register_builtins().has_value());
-    EXPECT_TRUE(Registry::global().contains(FunctionKind::factory, "test.identity"));
     auto backends = relay::registered_backends();
     EXPECT_NE(std::find(backends.begin(), backends.end(), "shm"), backends.end());
+    EXPECT_TRUE(Registry::global().contains(FunctionKind::factory, "demo.thinker"));
+    EXPECT_FALSE(test_stages_enabled());
+    auto missing = pipeline::find_stage_factory("test.identity");
+    ASSERT_FALSE(missing.has_value());
+    EXPECT_TRUE(contains(missing.error().message, "unknown factory 'test.identity'"))
+        << missing.error().message;
+    EXPECT_TRUE(contains(missing.error().message, "OMNIRT_TEST_STAGES=1"))
+        << missing.error().message;
+
+    ASSERT_TRUE(enable_test_stages().has_value());
+    EXPECT_TRUE(test_stages_enabled());  // and so in the stage processes this one starts
+    EXPECT_TRUE(pipeline::find_stage_factory("test.identity").has_value());
+    EXPECT_TRUE(Registry::global().contains(FunctionKind::merge, "test.merge"));
 }
 
 }  // namespace

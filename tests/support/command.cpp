@@ -60,7 +60,9 @@ static std::string dir_from(const char* env_name, const char* built_in) {
     return value != nullptr && *value != '\0' ? value : built_in;
 }
 
-std::string omnirt_binary() { return dir_from("OMNIRT_BINARY_DIR", OMNIRT_BINARY_DIR) + "/bin/omnirt"; }
+std::string omnirt_binary() {
+    return dir_from("OMNIRT_BINARY_DIR", OMNIRT_BINARY_DIR) + "/bin/omnirt";
+}
 
 std::string source_path(const std::string& relative) {
     return dir_from("OMNIRT_SOURCE_DIR", OMNIRT_SOURCE_DIR) + "/" + relative;

@@ -8,8 +8,8 @@
 #include <utility>
 
 #include "models/qwen3/prompt.h"
+#include "pipeline/stage_args.h"
 #include "pipeline/streaming_scheduler.h"
-#include "pipeline/test_stages.h"
 #include "text/tokenizer.h"
 #include "text/utf8.h"
 
@@ -51,7 +51,7 @@ Result<std::unique_ptr<pipeline::Scheduler>> make_preprocess_stage(
     const pipeline::StageContext& context) {
     OMNI_TRY(auto tokenizer, stage_tokenizer(context, "qwen3.preprocess"));
     OMNI_TRY(bool enable_thinking, pipeline::bool_arg(context, "enable_thinking", true));
-    return pipeline::test_stages_detail::make_simple_scheduler(
+    return pipeline::make_simple_scheduler(
         context,
         [tokenizer, enable_thinking, stage = context.stage_name](
             const StagePayload& input, pipeline::Emitter&) -> Result<StagePayload> {

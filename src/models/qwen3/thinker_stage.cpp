@@ -16,7 +16,7 @@
 #include "models/qwen3/prompt.h"
 #include "models/qwen3/qwen3_model.h"
 #include "models/qwen3/weight_source.h"
-#include "pipeline/test_stages.h"
+#include "pipeline/stage_args.h"
 #include "text/tokenizer.h"
 #include "torch_bridge/torch_tensor.h"
 

@@ -40,7 +40,7 @@ struct CopyJob {
 };
 
 class CopyPool {
-public:
+  public:
     static CopyPool& instance() {
         // Leaked on purpose: helpers may still be parked when static destructors run.
         static CopyPool* pool = new CopyPool();
@@ -61,7 +61,7 @@ public:
         }
     }
 
-private:
+  private:
     CopyPool() : helpers_(helper_count()) {
         for (unsigned i = 0; i < helpers_; ++i) std::thread([this] { run(); }).detach();
     }

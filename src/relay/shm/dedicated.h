@@ -56,7 +56,7 @@ struct DedicatedWord {
 };
 
 class DedicatedSegment {
-public:
+  public:
     // Sender: a new segment `name` with room for `capacity` payload bytes, pre-faulted, in state
     // writing with generation 1.
     [[nodiscard]] static Result<std::shared_ptr<DedicatedSegment>> create(const std::string& name,
@@ -104,7 +104,7 @@ public:
     // claimed -> done for `generation`, waking the sender.
     void release(std::uint32_t generation);
 
-private:
+  private:
     struct Header;
     explicit DedicatedSegment(std::shared_ptr<Segment> segment) : segment_(std::move(segment)) {}
     [[nodiscard]] Header& header() const;

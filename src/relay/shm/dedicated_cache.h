@@ -38,7 +38,7 @@ struct DedicatedStats {
 };
 
 class DedicatedCache : public std::enable_shared_from_this<DedicatedCache> {
-public:
+  public:
     // A segment in state writing, for one payload.
     struct Lease {
         std::shared_ptr<DedicatedSegment> segment;
@@ -64,7 +64,7 @@ public:
     // The payload capacity a segment for `nbytes` gets.
     [[nodiscard]] static std::uint64_t size_class(std::uint64_t nbytes);
 
-private:
+  private:
     DedicatedCache(NameSource next_name, std::uint64_t capacity_bytes)
         : next_name_(std::move(next_name)), capacity_bytes_(capacity_bytes) {}
     [[nodiscard]] std::shared_ptr<DedicatedSegment> lease(

@@ -26,7 +26,7 @@
 namespace omnirt::relay::shm {
 
 class DedicatedMappings {
-public:
+  public:
     static constexpr std::size_t kMaxEntries = 64;
 
     explicit DedicatedMappings(std::uint64_t capacity_bytes) : capacity_bytes_(capacity_bytes) {}
@@ -50,7 +50,7 @@ public:
     // Segments mapped so far (cache misses).
     [[nodiscard]] std::uint64_t opened() const;
 
-private:
+  private:
     struct Entry {
         std::string name;
         std::shared_ptr<DedicatedSegment> segment;

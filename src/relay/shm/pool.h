@@ -73,7 +73,7 @@ struct SlotTicket {
 };
 
 class Pool {
-public:
+  public:
     // Creates, initializes and pre-faults the pool of this process.
     [[nodiscard]] static Result<std::shared_ptr<Pool>> create(const std::string& name,
                                                               std::uint64_t slot_bytes,
@@ -123,7 +123,7 @@ public:
     void release(SlotTicket ticket);
     [[nodiscard]] bool closed() const;
 
-private:
+  private:
     struct Header;
     struct SlotControl;
     Pool(std::shared_ptr<Segment> segment, PoolGeometry geometry, std::uint64_t pool_id,

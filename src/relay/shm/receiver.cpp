@@ -9,7 +9,7 @@ namespace omnirt::relay::shm {
 namespace {
 
 class ShmGetOperation final : public GetOperation {
-public:
+  public:
     explicit ShmGetOperation(std::shared_ptr<Receiver::GetState> state)
         : state_(std::move(state)) {}
     // The data is in place when get_async returns; only an abort can change the outcome.
@@ -26,7 +26,7 @@ public:
         return state_->aborted ? Tensor() : state_->tensor;
     }
 
-private:
+  private:
     std::shared_ptr<Receiver::GetState> state_;
 };
 

@@ -36,7 +36,7 @@ struct ReceiverOptions {
 };
 
 class Receiver : public std::enable_shared_from_this<Receiver> {
-public:
+  public:
     explicit Receiver(ReceiverOptions options)
         : options_(std::move(options)), dedicated_(options_.dedicated_mapping_bytes) {}
     Receiver(const Receiver&) = delete;
@@ -57,7 +57,7 @@ public:
         Tensor tensor;
     };
 
-private:
+  private:
     [[nodiscard]] Result<std::shared_ptr<Pool>> pool_for(const TransferMetadata& metadata);
     [[nodiscard]] Result<Tensor> read_slot(const TransferMetadata& metadata, Tensor dest);
     [[nodiscard]] Result<Tensor> read_dedicated(const TransferMetadata& metadata, Tensor dest);

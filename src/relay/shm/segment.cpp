@@ -23,7 +23,7 @@ constexpr std::string_view kPrefix = "omnirt.";
 constexpr std::size_t kMaxNamePart = 48;
 
 class UniqueFd {
-public:
+  public:
     explicit UniqueFd(int fd) : fd_(fd) {}
     UniqueFd(const UniqueFd&) = delete;
     UniqueFd& operator=(const UniqueFd&) = delete;
@@ -32,7 +32,7 @@ public:
     }
     [[nodiscard]] int get() const { return fd_; }
 
-private:
+  private:
     int fd_;
 };
 

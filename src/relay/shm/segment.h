@@ -63,7 +63,7 @@ void remove_segments_of_dead_process(pid_t pid);
 // A mapped shared-memory segment. The mapping lives as long as the object; the name is
 // removed by unlink() or, for segments this process created, by the destructor.
 class Segment {
-public:
+  public:
     // Creates `name` exclusively (mode 0600), reserves `bytes` of memory up front (so that a
     // full /dev/shm is resource_exhausted here, not a SIGBUS on first write) and maps it
     // read-write. `populate` pre-faults the page tables.
@@ -84,7 +84,7 @@ public:
     // Removes the name from /dev/shm once; the mapping stays valid.
     void unlink();
 
-private:
+  private:
     Segment(std::string name, std::byte* data, std::size_t size, bool owned)
         : name_(std::move(name)), data_(data), size_(size), owned_(owned) {}
 

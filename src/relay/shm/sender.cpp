@@ -13,7 +13,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 class ShmPutOperation final : public PutOperation {
-public:
+  public:
     ShmPutOperation(std::shared_ptr<Transfer> transfer, Value metadata, Duration liveness_interval)
         : transfer_(std::move(transfer)),
           metadata_(std::move(metadata)),
@@ -26,7 +26,7 @@ public:
         return transfer_->wait(timeout, liveness_interval_, /*until_claimed=*/true);
     }
 
-private:
+  private:
     std::shared_ptr<Transfer> transfer_;
     Value metadata_;
     Duration liveness_interval_;

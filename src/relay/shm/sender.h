@@ -38,7 +38,7 @@ struct SenderOptions {
 };
 
 class Sender : public std::enable_shared_from_this<Sender> {
-public:
+  public:
     [[nodiscard]] static Result<std::shared_ptr<Sender>> create(SenderOptions options);
     Sender(const Sender&) = delete;
     Sender& operator=(const Sender&) = delete;
@@ -58,7 +58,7 @@ public:
     }
     [[nodiscard]] DedicatedStats dedicated_stats() const { return dedicated_->stats(); }
 
-private:
+  private:
     // An outstanding allocate_send_buffer() result, keyed by its storage's data pointer.
     struct SendBuffer {
         const Storage* storage = nullptr;

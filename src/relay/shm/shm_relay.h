@@ -48,12 +48,12 @@ struct ShmTuning {
 // Dedicated-segment reuse, both halves of one relay.
 struct ShmDedicatedStats {
     shm::DedicatedStats sender;
-    std::size_t receiver_mappings = 0;        // peers' segments kept mapped
+    std::size_t receiver_mappings = 0;           // peers' segments kept mapped
     std::uint64_t receiver_mappings_opened = 0;  // segments mapped so far (cache misses)
 };
 
 class ShmRelay final : public Relay {
-public:
+  public:
     // Removes stale segments of dead processes, then creates and pre-faults the pool.
     // invalid_argument for bad slot size or credits; resource_exhausted when /dev/shm is full.
     [[nodiscard]] static Result<std::unique_ptr<ShmRelay>> create(const RelayOptions& options,
@@ -79,7 +79,7 @@ public:
     [[nodiscard]] std::size_t blocked_senders() const;
     [[nodiscard]] ShmDedicatedStats dedicated_stats() const;
 
-private:
+  private:
     ShmRelay(std::string name, std::shared_ptr<shm::Sender> sender,
              std::shared_ptr<shm::Receiver> receiver);
     [[nodiscard]] Status check_open() const;

@@ -22,7 +22,7 @@ namespace omnirt::relay::shm {
 [[nodiscard]] std::chrono::steady_clock::time_point deadline_after(Duration timeout);
 
 class Transfer {
-public:
+  public:
     Transfer(std::shared_ptr<Pool> pool, SlotTicket ticket)
         : pool_(std::move(pool)), ticket_(ticket) {}
     // `dedicated` is a lease from the sender's DedicatedCache, posted for `generation`.
@@ -43,7 +43,7 @@ public:
     // holding locks).
     bool release_if_finished();
 
-private:
+  private:
     [[nodiscard]] std::shared_ptr<DedicatedSegment> dedicated() const;
     void drop_dedicated();
 

@@ -35,8 +35,8 @@ bool ExchangeState::send(OutItem item) {
                 break;
             case OutItem::Kind::abandon:
                 if (phase_ == Phase::done) return false;
-                item.kind = phase_ == Phase::streaming ? OutItem::Kind::finish
-                                                       : OutItem::Kind::abandon;
+                item.kind =
+                    phase_ == Phase::streaming ? OutItem::Kind::finish : OutItem::Kind::abandon;
                 phase_ = Phase::done;
                 break;
         }
@@ -101,8 +101,11 @@ bool HttpExchange::respond(int status, std::string_view content_type, std::strin
 }
 
 bool HttpExchange::start_stream(int status, std::string_view content_type, HttpHeaders extra) {
-    detail::OutItem item{detail::OutItem::Kind::stream_head, status, std::string(content_type),
-                         {}, std::move(extra)};
+    detail::OutItem item{detail::OutItem::Kind::stream_head,
+                         status,
+                         std::string(content_type),
+                         {},
+                         std::move(extra)};
     return state_->send(std::move(item));
 }
 

@@ -29,14 +29,14 @@ struct ServerCore {
 // Implemented by the connection: takes an item onto its strand. Called with ServerCore::mutex
 // held and the server not stopped.
 class ExchangeChannel {
-public:
+  public:
     virtual ~ExchangeChannel() = default;
     virtual void post_output(std::shared_ptr<ExchangeState> state, OutItem item) = 0;
 };
 
 // Thread-safe: validates the respond/stream order and forwards items to the connection.
 class ExchangeState : public std::enable_shared_from_this<ExchangeState> {
-public:
+  public:
     ExchangeState(std::shared_ptr<ServerCore> core, std::weak_ptr<ExchangeChannel> channel)
         : core_(std::move(core)), channel_(std::move(channel)) {}
 
@@ -50,16 +50,16 @@ public:
     void on_disconnect(std::function<void()> callback);
     [[nodiscard]] bool disconnected() const;
 
-private:
+  private:
     enum class Phase { fresh, streaming, done };
     bool forward(OutItem item);
 
     std::shared_ptr<ServerCore> core_;
     std::weak_ptr<ExchangeChannel> channel_;
     mutable std::mutex mutex_;
-    Phase phase_ = Phase::fresh;  // guarded by mutex_
-    bool disconnected_ = false;   // guarded by mutex_
-    bool complete_ = false;       // guarded by mutex_
+    Phase phase_ = Phase::fresh;                    // guarded by mutex_
+    bool disconnected_ = false;                     // guarded by mutex_
+    bool complete_ = false;                         // guarded by mutex_
     std::vector<std::function<void()>> callbacks_;  // guarded by mutex_
 };
 

@@ -78,8 +78,8 @@ Result<std::unique_ptr<HttpServer>> HttpServer::create(HttpServerOptions options
     auto impl = std::make_unique<Impl>();
     impl->io = std::make_unique<asio::io_context>(options.threads);
     error_code ec;
-    auto address = asio::ip::make_address(options.host == "localhost" ? "127.0.0.1" : options.host,
-                                          ec);
+    auto address =
+        asio::ip::make_address(options.host == "localhost" ? "127.0.0.1" : options.host, ec);
     if (ec) {
         return fail(ErrorCode::invalid_argument,
                     "http: host '" + options.host + "' is not an IP address");
@@ -92,8 +92,7 @@ Result<std::unique_ptr<HttpServer>> HttpServer::create(HttpServerOptions options
     if (!ec) impl->acceptor->listen(asio::socket_base::max_listen_connections, ec);
     if (ec) {
         return fail(ErrorCode::unavailable, "http: cannot listen on " + options.host + ":" +
-                                                std::to_string(options.port) + ": " +
-                                                ec.message());
+                                                std::to_string(options.port) + ": " + ec.message());
     }
     impl->port = impl->acceptor->local_endpoint().port();
     impl->shared.options = std::move(options);
@@ -103,7 +102,8 @@ Result<std::unique_ptr<HttpServer>> HttpServer::create(HttpServerOptions options
 Status HttpServer::add_route(std::string method, std::string path, HttpHandler handler) {
     if (impl_->started) return fail(ErrorCode::failed_precondition, "http: add_route after start");
     if (method.empty() || path.empty() || path[0] != '/' || !handler) {
-        return fail(ErrorCode::invalid_argument, "http: a route needs a method, a /path, a handler");
+        return fail(ErrorCode::invalid_argument,
+                    "http: a route needs a method, a /path, a handler");
     }
     auto& methods = impl_->shared.routes[path];
     if (!methods.emplace(method, std::move(handler)).second) {
@@ -155,8 +155,8 @@ Status HttpServer::drain(std::chrono::milliseconds timeout) {
         for (auto& [raw, weak] : shared.connections) {
             if (auto connection = weak.lock()) connection->close_if_idle();
         }
-        drained = shared.changed.wait_for(lock, timeout,
-                                          [&] { return shared.connections.empty(); });
+        drained =
+            shared.changed.wait_for(lock, timeout, [&] { return shared.connections.empty(); });
     }
     stop();
     if (!drained) {

@@ -45,7 +45,7 @@ class ExchangeState;
 // nothing. Dropping the last reference without an answer sends 500; dropping it mid-stream
 // ends the stream (finish()).
 class HttpExchange {
-public:
+  public:
     HttpExchange(std::shared_ptr<detail::ExchangeState> state, HttpRequest request);
     ~HttpExchange();
     HttpExchange(const HttpExchange&) = delete;
@@ -72,7 +72,7 @@ public:
     void on_disconnect(std::function<void()> callback);
     [[nodiscard]] bool disconnected() const;
 
-private:
+  private:
     std::shared_ptr<detail::ExchangeState> state_;
     HttpRequest request_;
 };
@@ -88,7 +88,7 @@ struct HttpServerOptions {
     std::string host = "127.0.0.1";
     std::uint16_t port = 0;  // 0: the OS picks one; HttpServer::port() tells which
     int threads = 2;
-    std::size_t max_body_bytes = 64u << 20;   // larger bodies: 413
+    std::size_t max_body_bytes = 64u << 20;    // larger bodies: 413
     std::size_t max_header_bytes = 64u << 10;  // larger request line + headers: 431
     // A request must arrive completely within this time of its first byte (or of the connection
     // opening); otherwise the connection is closed.
@@ -103,7 +103,7 @@ struct HttpServerOptions {
 };
 
 class HttpServer {
-public:
+  public:
     // Binds and listens (so port() is known); serves nothing before start().
     static Result<std::unique_ptr<HttpServer>> create(HttpServerOptions options);
     ~HttpServer();  // stop()
@@ -130,7 +130,7 @@ public:
 
     struct Impl;
 
-private:
+  private:
     explicit HttpServer(std::unique_ptr<Impl> impl);
     std::unique_ptr<Impl> impl_;
 };

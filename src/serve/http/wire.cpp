@@ -23,7 +23,8 @@ bool safe_header(std::string_view name, std::string_view value) {
 
 std::string head(int status, std::string_view content_type, const HttpHeaders& extra) {
     if (status < 100 || status > 999) status = 500;  // a handler bug must not break the framing
-    auto reason = boost::beast::http::obsolete_reason(static_cast<boost::beast::http::status>(status));
+    auto reason =
+        boost::beast::http::obsolete_reason(static_cast<boost::beast::http::status>(status));
     std::string out = "HTTP/1.1 " + std::to_string(status) + " " + std::string(reason) + "\r\n";
     if (!content_type.empty() && safe_header("content-type", content_type)) {
         out += "Content-Type: " + std::string(content_type) + "\r\n";

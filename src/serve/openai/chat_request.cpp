@@ -139,13 +139,11 @@ ProtocolResult<ChatRequest> parse_chat_request(std::string_view body, const Requ
     if (out.top_logprobs) {
         if (*out.top_logprobs < 0 || *out.top_logprobs > kMaxTopLogprobs) {
             return invalid_request("top_logprobs", "'top_logprobs' must be in [0, " +
-                                                       std::to_string(kMaxTopLogprobs) +
-                                                       "], got " +
+                                                       std::to_string(kMaxTopLogprobs) + "], got " +
                                                        std::to_string(*out.top_logprobs));
         }
         if (!out.logprobs) {
-            return invalid_request("top_logprobs",
-                                   "'top_logprobs' needs 'logprobs' set to true");
+            return invalid_request("top_logprobs", "'top_logprobs' needs 'logprobs' set to true");
         }
     }
     OMNI_TRY_P(auto overrides, parse_stage_overrides(json, limits));

@@ -51,8 +51,8 @@ struct ChatRequest {
     std::optional<std::int64_t> max_tokens;  // max_completion_tokens, else max_tokens
     std::vector<std::string> stop;           // a string becomes one entry
     bool stream = false;
-    bool include_usage = false;  // stream_options.include_usage
-    bool logprobs = false;                   // log probabilities of the output tokens
+    bool include_usage = false;                // stream_options.include_usage
+    bool logprobs = false;                     // log probabilities of the output tokens
     std::optional<std::int64_t> top_logprobs;  // [0, 20] alternatives per token; needs logprobs
     std::map<std::string, SamplingParams> stage_sampling;
     std::map<std::string, Value> stage_params;  // each value is a map
@@ -70,7 +70,8 @@ struct ChatRequest {
 //   text part  {"type": "text", "text"}
 //   media part {"type": "image"|"audio"|"video", "mime", "source": "bytes"|"path"|"remote_url",
 //               "data": Bytes | "path": str | "url": str, "detail"? (images)}
-// params {"sampling": {..., "logprobs"?: true, "top_logprobs"?: n}, "stage_sampling": {stage: {...}}, "stage_params": {stage: {...}},
+// params {"sampling": {..., "logprobs"?: true, "top_logprobs"?: n}, "stage_sampling": {stage:
+// {...}}, "stage_params": {stage: {...}},
 //         "max_tokens"?, "stop": [...], "seed"?, "stream": bool}
 // metadata {"api": "chat.completions", "model"}
 [[nodiscard]] OmniRequest to_omni_request(const ChatRequest& request);

@@ -13,8 +13,8 @@
 
 #include "client/client.h"
 #include "models/qwen3/tiny_tokenizer.h"
+#include "pipeline/stage_args.h"
 #include "pipeline/stage_factory.h"
-#include "pipeline/test_stages.h"
 #include "runner/pipeline_harness.h"
 #include "serve/api/api_server.h"
 #include "serve/http/test_client.h"
@@ -89,7 +89,7 @@ Value logprob_entry(const std::string& token, double logprob, std::vector<Value>
 // log probabilities of its tokens "H", "é" | " 🙂" | "!" (the last without alternatives).
 Result<std::unique_ptr<pipeline::Scheduler>> logprob_streamer(
     const pipeline::StageContext& context) {
-    return pipeline::test_stages_detail::make_simple_scheduler(
+    return pipeline::make_simple_scheduler(
         context, [](const StagePayload& input, pipeline::Emitter& emit) -> Result<StagePayload> {
             const std::vector<Value> chunks = {
                 Value(Map{{"text", Value("Hé")},
@@ -132,7 +132,7 @@ Result<std::unique_ptr<pipeline::Scheduler>> fake_thinker(const pipeline::StageC
     OMNI_TRY(std::unique_ptr<text::Tokenizer> loaded,
              text::Tokenizer::from_file(model_path + "/tokenizer.json"));
     std::shared_ptr<const text::Tokenizer> tokenizer(std::move(loaded));
-    return pipeline::test_stages_detail::make_simple_scheduler(
+    return pipeline::make_simple_scheduler(
         context,
         [tokenizer, targets = context.stream_to](const StagePayload& input,
                                                  pipeline::Emitter& emit) -> Result<StagePayload> {

@@ -40,7 +40,7 @@ struct Response {
 };
 
 class Client {
-public:
+  public:
     explicit Client(std::uint16_t port) {
         fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
         timeval guard{30, 0};
@@ -165,7 +165,7 @@ public:
         return out;
     }
 
-private:
+  private:
     bool fill() {
         char chunk[4096];
         ssize_t n = ::recv(fd_, chunk, sizeof(chunk), 0);

@@ -5,11 +5,20 @@
 #include <numbers>
 #include <utility>
 
-#include "pipeline/demo_stages.h"
+#include "demo/demo_stages.h"
 #include "pipeline/stage_factory.h"
 #include "pipeline/streaming_scheduler.h"
 
-namespace omnirt::pipeline {
+namespace omnirt::demo {
+
+using pipeline::Emitter;
+using pipeline::Scheduler;
+using pipeline::StageContext;
+using pipeline::StageFactory;
+using pipeline::StreamChunk;
+using pipeline::StreamingScheduler;
+using pipeline::StreamRequestState;
+
 namespace {
 
 constexpr std::int64_t kFadeSamples = kDemoSampleRate * 2 / 1000;  // 2 ms
@@ -166,8 +175,8 @@ std::vector<float> synthesize_demo_audio(std::string_view text, double base_hz, 
 namespace demo_stages_detail {
 
 Status register_talker_stage(Registry& registry) {
-    return add_if_absent(
-        registry, FunctionKind::factory, "demo.talker",
+    return registry.add_if_absent(
+        FunctionKind::factory, "demo.talker",
         RegistryEntry{.callable = StageFactory(talker_factory),
                       .description = "StreamingScheduler: synthesizes tones for each streamed "
                                      "text chunk; data = {audio, sample_rate, transcript}"});
@@ -175,4 +184,4 @@ Status register_talker_stage(Registry& registry) {
 
 }  // namespace demo_stages_detail
 
-}  // namespace omnirt::pipeline
+}  // namespace omnirt::demo

@@ -1,9 +1,8 @@
 #pragma once
 // The built-in demo stages: a miniature of the Qwen3-Omni speech topology made without any
-// model (configs/demo.yaml, docs/demo_pipeline.md). `omnirt serve` runs them when no --config is
-// given, so the HTTP server, the OpenAI layer and clients can be exercised end to end with
-// streamed text and audio. Everything is deterministic; the only waiting is the optional
-// per-token delay.
+// model (configs/demo.yaml, docs/demo_pipeline.md). `omnirt serve --demo` runs them, so the
+// HTTP server, the OpenAI layer and clients can be exercised end to end with streamed text and
+// audio. Everything is deterministic; the only waiting is the optional per-token delay.
 //
 //   thinker --(next, route_fn)--> decode (terminal: the text result)
 //      |  stream (text deltas + voice settings), only when the request wants audio
@@ -39,7 +38,7 @@
 #include "core/registry.h"
 #include "core/request.h"
 
-namespace omnirt::pipeline {
+namespace omnirt::demo {
 
 inline constexpr std::int64_t kDemoSampleRate = 24000;
 // 15 ms at 24 kHz, at speed 1.
@@ -119,9 +118,6 @@ namespace demo_stages_detail {
 // The parts of register_demo_stages, one per source file.
 [[nodiscard]] Status register_thinker_stages(Registry& registry);  // demo.thinker, demo.decode
 [[nodiscard]] Status register_talker_stage(Registry& registry);    // demo.talker
-// Registry::add that keeps an existing entry of the same name.
-[[nodiscard]] Status add_if_absent(Registry& registry, FunctionKind kind, std::string name,
-                                   RegistryEntry entry);
 }  // namespace demo_stages_detail
 
-}  // namespace omnirt::pipeline
+}  // namespace omnirt::demo

@@ -1,12 +1,12 @@
-#include "pipeline/sink_stage.h"
+// test.sink (test_stages.h).
+#include "testing/test_stages_internal.h"
 
-#include "pipeline/test_stages.h"
-
-namespace omnirt::pipeline {
+namespace omnirt::testing {
 namespace {
 
 std::int64_t tensor_bytes(const Value& value) {
-    if (const Tensor* tensor = value.if_tensor()) return static_cast<std::int64_t>(tensor->nbytes());
+    if (const Tensor* tensor = value.if_tensor())
+        return static_cast<std::int64_t>(tensor->nbytes());
     std::int64_t total = 0;
     if (const List* list = value.if_list()) {
         for (const auto& item : *list) total += tensor_bytes(item);
@@ -18,19 +18,23 @@ std::int64_t tensor_bytes(const Value& value) {
 
 }  // namespace
 
+namespace test_stages_detail {
+
 Status register_sink_stage(Registry& registry) {
     StageFactory factory = [](const StageContext& context) -> Result<std::unique_ptr<Scheduler>> {
-        return test_stages_detail::make_simple_scheduler(
+        return make_simple_scheduler(
             context, [](const StagePayload& input, Emitter&) -> Result<StagePayload> {
                 return StagePayload{.request_id = input.request_id,
                                     .request = input.request,
                                     .data = Map{{"tensor_bytes", tensor_bytes(input.data)}}};
             });
     };
-    return test_stages_detail::add_if_absent(
-        registry, FunctionKind::factory, "test.sink",
+    return registry.add_if_absent(
+        FunctionKind::factory, "test.sink",
         RegistryEntry{.callable = std::move(factory),
                       .description = "drops the input's tensors, answers {tensor_bytes}"});
 }
 
-}  // namespace omnirt::pipeline
+}  // namespace test_stages_detail
+
+}  // namespace omnirt::testing

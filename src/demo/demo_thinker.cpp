@@ -6,12 +6,18 @@
 #include <random>
 #include <utility>
 
-#include "pipeline/demo_stages.h"
+#include "demo/demo_stages.h"
 #include "pipeline/simple_scheduler.h"
+#include "pipeline/stage_args.h"
 #include "pipeline/stage_factory.h"
-#include "pipeline/test_stages.h"
 
-namespace omnirt::pipeline {
+namespace omnirt::demo {
+
+using pipeline::Emitter;
+using pipeline::Scheduler;
+using pipeline::StageContext;
+using pipeline::StageFactory;
+
 namespace {
 
 // Words a temperature above 0 appends. Picked with rng() % size (not a std distribution, whose
@@ -232,7 +238,7 @@ Result<StagePayload> run_thinker(const std::string& stage, const std::vector<std
 }
 
 Result<std::unique_ptr<Scheduler>> thinker_factory(const StageContext& context) {
-    return test_stages_detail::make_simple_scheduler(
+    return pipeline::make_simple_scheduler(
         context,
         [stage = context.stage_name, targets = context.stream_to](
             const StagePayload& input, Emitter& emit) -> Result<StagePayload> {
@@ -242,7 +248,7 @@ Result<std::unique_ptr<Scheduler>> thinker_factory(const StageContext& context) 
 }
 
 Result<std::unique_ptr<Scheduler>> decode_factory(const StageContext& context) {
-    return test_stages_detail::make_simple_scheduler(
+    return pipeline::make_simple_scheduler(
         context, [](const StagePayload& input, Emitter&) -> Result<StagePayload> {
             Map data;
             for (const char* key : {"text", "finish_reason", "usage"}) {
@@ -306,18 +312,18 @@ Result<DemoReply> compose_demo_reply(const OmniRequest& request, std::string_vie
 namespace demo_stages_detail {
 
 Status register_thinker_stages(Registry& registry) {
-    OMNI_RETURN_IF_ERROR(add_if_absent(
-        registry, FunctionKind::factory, "demo.thinker",
+    OMNI_RETURN_IF_ERROR(registry.add_if_absent(
+        FunctionKind::factory, "demo.thinker",
         RegistryEntry{.callable = StageFactory(thinker_factory),
                       .description = "streams a deterministic reply token by token (text to the "
                                      "client, text + voice to stream_to when audio is wanted); "
                                      "data = {text, finish_reason, usage}"}));
-    return add_if_absent(registry, FunctionKind::factory, "demo.decode",
-                         RegistryEntry{.callable = StageFactory(decode_factory),
-                                       .description = "passes the demo thinker's {text, "
-                                                      "finish_reason, usage} through"});
+    return registry.add_if_absent(FunctionKind::factory, "demo.decode",
+                                  RegistryEntry{.callable = StageFactory(decode_factory),
+                                                .description = "passes the demo thinker's {text, "
+                                                               "finish_reason, usage} through"});
 }
 
 }  // namespace demo_stages_detail
 
-}  // namespace omnirt::pipeline
+}  // namespace omnirt::demo

@@ -3,10 +3,15 @@
 #include <utility>
 
 #include "pipeline/streaming_scheduler.h"
-#include "pipeline/test_stages.h"
+#include "testing/test_stages_internal.h"
 
-namespace omnirt::pipeline {
+namespace omnirt::testing {
 namespace {
+
+using pipeline::StreamChunk;
+using pipeline::StreamingHandler;
+using pipeline::StreamingScheduler;
+using pipeline::StreamRequestState;
 
 Result<std::unique_ptr<Scheduler>> token_streamer_factory(const StageContext& context) {
     OMNI_TRY(std::int64_t tokens, int_arg(context, "tokens", 8));
@@ -14,7 +19,7 @@ Result<std::unique_ptr<Scheduler>> token_streamer_factory(const StageContext& co
         return fail(ErrorCode::invalid_argument,
                     "stage '" + context.stage_name + "': arg 'tokens' must not be negative");
     }
-    return test_stages_detail::make_simple_scheduler(
+    return make_simple_scheduler(
         context,
         [tokens, targets = context.stream_to](const StagePayload& input,
                                               Emitter& emit) -> Result<StagePayload> {
@@ -78,13 +83,13 @@ Result<std::unique_ptr<Scheduler>> stream_collector_factory(const StageContext& 
 namespace test_stages_detail {
 
 Status register_stream_stages(Registry& registry) {
-    OMNI_RETURN_IF_ERROR(add_if_absent(
-        registry, FunctionKind::factory, "test.token_streamer",
+    OMNI_RETURN_IF_ERROR(registry.add_if_absent(
+        FunctionKind::factory, "test.token_streamer",
         RegistryEntry{.callable = StageFactory(token_streamer_factory),
                       .description = "streams arg tokens / param num_tokens token chunks to the "
                                      "client and every stream_to stage, then the text"}));
-    return add_if_absent(
-        registry, FunctionKind::factory, "test.stream_collector",
+    return registry.add_if_absent(
+        FunctionKind::factory, "test.stream_collector",
         RegistryEntry{.callable = StageFactory(stream_collector_factory),
                       .description = "collects stream chunks per request (arg forward: also to "
                                      "the client); data = {chunks, count, input}"});
@@ -92,4 +97,4 @@ Status register_stream_stages(Registry& registry) {
 
 }  // namespace test_stages_detail
 
-}  // namespace omnirt::pipeline
+}  // namespace omnirt::testing

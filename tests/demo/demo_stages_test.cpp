@@ -1,7 +1,7 @@
 // The demo stages driven directly through their schedulers' inboxes and outboxes (the thinker's
 // stream chunks are fed to the talker by hand), and the pure pieces they are made of. The whole
 // pipeline (configs/demo.yaml) runs in tests/runner/pipeline_demo_test.cpp.
-#include "pipeline/demo_stages.h"
+#include "demo/demo_stages.h"
 
 #include <gtest/gtest.h>
 
@@ -11,8 +11,18 @@
 
 #include "pipeline/stage_factory.h"
 
-namespace omnirt::pipeline {
+namespace omnirt::demo {
 namespace {
+
+using pipeline::Clock;
+using pipeline::find_stage_factory;
+using pipeline::IncomingKind;
+using pipeline::IncomingMessage;
+using pipeline::OutgoingKind;
+using pipeline::OutgoingMessage;
+using pipeline::Scheduler;
+using pipeline::StageContext;
+using pipeline::StreamChunk;
 
 using namespace std::chrono_literals;
 constexpr auto kHangGuard = 30s;
@@ -506,4 +516,4 @@ TEST_F(DemoStagesTest, ChatWithAudioAndSpeechFlowFromThinkerToTalker) {
 }
 
 }  // namespace
-}  // namespace omnirt::pipeline
+}  // namespace omnirt::demo

@@ -1,4 +1,4 @@
-#include "pipeline/test_stages.h"
+#include "testing/test_stages.h"
 
 #include <gtest/gtest.h>
 
@@ -8,6 +8,9 @@
 
 namespace omnirt::pipeline {
 namespace {
+
+using testing::make_pattern_tensor;
+using testing::register_test_stages;
 
 using namespace std::chrono_literals;
 constexpr auto kHangGuard = 30s;

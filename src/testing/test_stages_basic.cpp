@@ -3,12 +3,10 @@
 #include <optional>
 #include <utility>
 
-#include "pipeline/test_stages.h"
+#include "testing/test_stages_internal.h"
 
-namespace omnirt::pipeline {
+namespace omnirt::testing {
 namespace {
-
-using test_stages_detail::make_simple_scheduler;
 
 StagePayload with_data(const StagePayload& input, Value data) {
     return StagePayload{
@@ -178,8 +176,9 @@ Result<std::unique_ptr<Scheduler>> tensor_producer_factory(const StageContext& c
     if (reuse) {
         OMNI_TRY(Tensor made, make_pattern_tensor(static_cast<std::size_t>(bytes), *dtype));
         auto owner = made.storage();
-        auto read_only = Storage::wrap(owner->data(), owner->nbytes(), owner->device(),
-                                       [owner](std::byte*) {}, /*read_only=*/true);
+        auto read_only = Storage::wrap(
+            owner->data(), owner->nbytes(), owner->device(), [owner](std::byte*) {},
+            /*read_only=*/true);
         OMNI_TRY(shared, Tensor::from_storage(read_only, made.dtype(), made.shape()));
     }
     return make_simple_scheduler(
@@ -187,7 +186,8 @@ Result<std::unique_ptr<Scheduler>> tensor_producer_factory(const StageContext& c
         [bytes, dtype = *dtype, shared](const StagePayload& input,
                                         Emitter&) -> Result<StagePayload> {
             if (shared && input.request.params.find("payload_bytes") == nullptr) {
-                return with_data(input, Value(Map{{"tensor", Value(*shared)}, {"input", input.data}}));
+                return with_data(input,
+                                 Value(Map{{"tensor", Value(*shared)}, {"input", input.data}}));
             }
             std::int64_t size = bytes;
             if (const Value* param = input.request.params.find("payload_bytes")) {
@@ -229,8 +229,8 @@ Status register_basic_stages(Registry& registry) {
          "exits the process with status 77 when arg always or param crash_stage names the stage"},
     };
     for (const Builtin& builtin : builtins) {
-        OMNI_RETURN_IF_ERROR(add_if_absent(
-            registry, FunctionKind::factory, builtin.name,
+        OMNI_RETURN_IF_ERROR(registry.add_if_absent(
+            FunctionKind::factory, builtin.name,
             RegistryEntry{.callable = builtin.factory, .description = builtin.description}));
     }
     return ok_status();
@@ -238,4 +238,4 @@ Status register_basic_stages(Registry& registry) {
 
 }  // namespace test_stages_detail
 
-}  // namespace omnirt::pipeline
+}  // namespace omnirt::testing

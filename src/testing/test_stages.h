@@ -1,6 +1,8 @@
 #pragma once
-// Built-in test stages and request-aware test functions: small, deterministic building blocks
-// for pipeline tests and examples (configs name them like any other factory).
+// The test stages and request-aware test functions: small, deterministic building blocks for
+// pipeline tests, benchmarks and examples (configs name them like any other factory). They are
+// not part of the runtime: test binaries register them, and the omnirt binary only on the
+// explicit opt-in OMNIRT_TEST_STAGES=1 (runner/builtins.h, docs/cli.md).
 //
 // Factories (FunctionKind::factory):
 //   test.identity          result data = input data
@@ -25,6 +27,12 @@
 //                          "input": payload data}
 //   test.crash             std::_Exit(77) when request.params["crash_stage"] names the stage or
 //                          arg always is true; else identity (for supervision tests)
+//   test.sink              for benchmarks: drops every tensor of its input and answers data =
+//                          {"tensor_bytes": total bytes of the input's tensors}, so a large
+//                          payload is not sent back to the coordinator inline
+//   test.rank_log          for tensor-parallel groups: every rank appends the ids of the requests
+//                          its scheduler computes to "<args.dir>/<stage>.rank<r>.log", one per
+//                          line, then passes the input on; tests compare the ranks' logs
 // Functions:
 //   merge           test.merge                 data = {source stage: that source's data}
 //   route           test.route_from_params     request.params["route"] (list of stage names)
@@ -39,18 +47,13 @@
 //
 // Every factory but test.stream_collector also accepts arg worker_threads (int >= 1, default 1).
 #include <cstddef>
-#include <cstdint>
-#include <string>
-#include <string_view>
 
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/registry.h"
 #include "core/tensor.h"
-#include "pipeline/simple_scheduler.h"
-#include "pipeline/stage_factory.h"
 
-namespace omnirt::pipeline {
+namespace omnirt::testing {
 
 // Registers every test stage and function. Idempotent: names already registered are kept.
 // Thread-safe.
@@ -61,30 +64,13 @@ namespace omnirt::pipeline {
 // pattern (k * 7 + 3) & 0xff of byte k). The test stages' payload pattern; tests compare with it.
 [[nodiscard]] Result<Tensor> make_pattern_tensor(std::size_t bytes, DType dtype);
 
-// Typed reads of a stage's args; a missing key gives `fallback`; a wrong type gives
-// invalid_argument naming the stage and the arg.
-[[nodiscard]] Result<std::int64_t> int_arg(const StageContext& context, std::string_view key,
-                                           std::int64_t fallback);
-[[nodiscard]] Result<double> number_arg(const StageContext& context, std::string_view key,
-                                        double fallback);
-[[nodiscard]] Result<bool> bool_arg(const StageContext& context, std::string_view key,
-                                    bool fallback);
-[[nodiscard]] Result<std::string> string_arg(const StageContext& context, std::string_view key,
-                                             std::string fallback);
-
 namespace test_stages_detail {
 // The parts of register_test_stages, one per source file.
 [[nodiscard]] Status register_basic_stages(Registry& registry);
 [[nodiscard]] Status register_stream_stages(Registry& registry);
 [[nodiscard]] Status register_functions(Registry& registry);
-// Registry::add that keeps an existing entry of the same name.
-[[nodiscard]] Status add_if_absent(Registry& registry, FunctionKind kind, std::string name,
-                                   RegistryEntry entry);
-// A SimpleScheduler for `context` (stage name, tracer, arg worker_threads, default
-// `default_workers`, arg inline_compute: SimpleSchedulerOptions::inline_when_idle, default false)
-// running `compute`.
-[[nodiscard]] Result<std::unique_ptr<Scheduler>> make_simple_scheduler(
-    const StageContext& context, ComputeFn compute, std::int64_t default_workers = 1);
+[[nodiscard]] Status register_sink_stage(Registry& registry);      // test.sink
+[[nodiscard]] Status register_rank_log_stage(Registry& registry);  // test.rank_log
 }  // namespace test_stages_detail
 
-}  // namespace omnirt::pipeline
+}  // namespace omnirt::testing

@@ -2,9 +2,9 @@
 // projection) driven by request params.
 #include <utility>
 
-#include "pipeline/test_stages.h"
+#include "testing/test_stages_internal.h"
 
-namespace omnirt::pipeline {
+namespace omnirt::testing {
 namespace {
 
 // request.params[key] as a list of strings; nullopt when absent.
@@ -89,9 +89,8 @@ namespace test_stages_detail {
 Status register_functions(Registry& registry) {
     auto add = [&](FunctionKind kind, const char* name, std::any callable,
                    const char* description) {
-        return add_if_absent(
-            registry, kind, name,
-            RegistryEntry{.callable = std::move(callable), .description = description});
+        return registry.add_if_absent(
+            kind, name, RegistryEntry{.callable = std::move(callable), .description = description});
     };
     OMNI_RETURN_IF_ERROR(add(FunctionKind::merge, "test.merge", MergeFn(merge),
                              "data = {source stage: that source's data}"));
@@ -112,4 +111,4 @@ Status register_functions(Registry& registry) {
 
 }  // namespace test_stages_detail
 
-}  // namespace omnirt::pipeline
+}  // namespace omnirt::testing

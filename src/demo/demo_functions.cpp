@@ -2,9 +2,9 @@
 // functions (route, stream_done, terminal_stages), tokenization and registration.
 #include <utility>
 
-#include "pipeline/demo_stages.h"
+#include "demo/demo_stages.h"
 
-namespace omnirt::pipeline {
+namespace omnirt::demo {
 namespace {
 
 constexpr std::string_view kSpeechApi = "audio.speech";
@@ -132,32 +132,21 @@ std::int64_t count_demo_words(std::string_view text) {
     return words;
 }
 
-namespace demo_stages_detail {
-
-Status add_if_absent(Registry& registry, FunctionKind kind, std::string name, RegistryEntry entry) {
-    Status added = registry.add(kind, std::move(name), std::move(entry));
-    if (!added && added.error().code != ErrorCode::already_exists) return added;
-    return ok_status();
-}
-
-}  // namespace demo_stages_detail
-
 Status register_demo_stages(Registry& registry) {
-    using demo_stages_detail::add_if_absent;
     OMNI_RETURN_IF_ERROR(demo_stages_detail::register_thinker_stages(registry));
     OMNI_RETURN_IF_ERROR(demo_stages_detail::register_talker_stage(registry));
-    OMNI_RETURN_IF_ERROR(add_if_absent(
-        registry, FunctionKind::route, "demo.route_thinker",
+    OMNI_RETURN_IF_ERROR(registry.add_if_absent(
+        FunctionKind::route, "demo.route_thinker",
         RegistryEntry{.callable = RouteFn(route_thinker),
                       .description = "[decode], plus talker when the request wants audio"}));
-    OMNI_RETURN_IF_ERROR(add_if_absent(
-        registry, FunctionKind::stream_done, "demo.thinker_stream_done",
+    OMNI_RETURN_IF_ERROR(registry.add_if_absent(
+        FunctionKind::stream_done, "demo.thinker_stream_done",
         RegistryEntry{.callable = StreamDoneFn(thinker_stream_done),
                       .description = "[talker] when the request wants audio, else none"}));
-    return add_if_absent(
-        registry, FunctionKind::terminal_stages, "demo.terminal_stages",
+    return registry.add_if_absent(
+        FunctionKind::terminal_stages, "demo.terminal_stages",
         RegistryEntry{.callable = TerminalStagesFn(terminal_stages),
                       .description = "[decode], plus talker when the request wants audio"});
 }
 
-}  // namespace omnirt::pipeline
+}  // namespace omnirt::demo

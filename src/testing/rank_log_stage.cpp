@@ -1,12 +1,13 @@
-#include "pipeline/tp_test_stage.h"
-
+// test.rank_log (test_stages.h).
 #include <fstream>
 
-#include "pipeline/test_stages.h"
+#include "testing/test_stages_internal.h"
 
-namespace omnirt::pipeline {
+namespace omnirt::testing {
 
-Status register_tp_test_stage(Registry& registry) {
+namespace test_stages_detail {
+
+Status register_rank_log_stage(Registry& registry) {
     StageFactory factory = [](const StageContext& context) -> Result<std::unique_ptr<Scheduler>> {
         OMNI_TRY(std::string dir, string_arg(context, "dir", ""));
         if (dir.empty()) {
@@ -17,16 +18,18 @@ Status register_tp_test_stage(Registry& registry) {
             dir + "/" + context.stage_name + ".rank" + std::to_string(context.tp_rank) + ".log";
         auto log = std::make_shared<std::ofstream>(path, std::ios::app);
         if (!*log) return fail(ErrorCode::unavailable, "test.rank_log: cannot open " + path);
-        return test_stages_detail::make_simple_scheduler(
+        return make_simple_scheduler(
             context, [log](const StagePayload& input, Emitter&) -> Result<StagePayload> {
                 *log << input.request_id << "\n" << std::flush;
                 return input;
             });
     };
-    return test_stages_detail::add_if_absent(
-        registry, FunctionKind::factory, "test.rank_log",
+    return registry.add_if_absent(
+        FunctionKind::factory, "test.rank_log",
         RegistryEntry{.callable = std::move(factory),
                       .description = "appends request ids to <dir>/<stage>.rank<r>.log"});
 }
 
-}  // namespace omnirt::pipeline
+}  // namespace test_stages_detail
+
+}  // namespace omnirt::testing
