@@ -3,7 +3,7 @@
 #include <mutex>
 
 #include "core/registry.h"
-#include "models/qwen3/text_stages.h"
+#include "models/builtin_families.h"
 #include "pipeline/demo_stages.h"
 #include "pipeline/sink_stage.h"
 #include "pipeline/test_stages.h"
@@ -29,8 +29,8 @@ Status register_all() {
     if (auto status = pipeline::register_tp_test_stage(); !status) {
         return fail(status.error().with_context("registering test.rank_log"));
     }
-    if (auto status = models::qwen3::register_qwen3_text_stages(); !status) {
-        return fail(status.error().with_context("registering qwen3.preprocess / qwen3.decode"));
+    if (auto status = models::register_family_stages(); !status) {
+        return fail(status.error());
     }
     return ok_status();
 }
