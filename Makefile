@@ -50,10 +50,10 @@ fuzz: setup $(FUZZ_DIR)/build.ninja
 	cmake --build $(FUZZ_DIR) -j $(JOBS)
 	FUZZ_SECONDS=$(FUZZ_SECONDS) bash scripts/fuzz.sh $(FUZZ_DIR)
 
-format:
+format: setup
 	bash scripts/check_format.sh --fix
 
-check-format:
+check-format: setup
 	bash scripts/check_format.sh
 
 clean:

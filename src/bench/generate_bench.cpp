@@ -20,8 +20,7 @@
 #include "bench/relay_bench.h"
 #include "checkpoint/checkpoint.h"
 #include "config/load.h"
-#include "models/qwen3/config.h"
-#include "models/qwen3/weights.h"
+#include "models/builtin_families.h"
 #include "runner/builtins.h"
 #include "runner/pipeline.h"
 
@@ -30,8 +29,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
-
-constexpr const char* kPluginFile = "libomnirt_qwen3_plugin.so";
 
 // A private directory (mode 0700) removed with its contents when this goes.
 class TemporaryDirectory {
@@ -61,74 +58,30 @@ class TemporaryDirectory {
     fs::path path_;
 };
 
-Result<std::string> default_plugin_path() {
+Result<std::string> default_plugin_path(const models::ModelFamily& family) {
     std::error_code error;
     const fs::path executable = fs::read_symlink("/proc/self/exe", error);
     if (error) return fail(ErrorCode::unavailable, "cannot read /proc/self/exe");
-    return (executable.parent_path().parent_path() / "lib" / kPluginFile).string();
+    return (executable.parent_path().parent_path() / "lib" / family.serve.plugin_file).string();
 }
 
-std::int64_t elements(const Shape& shape) {
-    std::int64_t count = 1;
-    for (std::int64_t size : shape) count *= size;
-    return count;
-}
-
-// What one decode step of `batch` sequences reads, in elements (see generate_bench.h).
-struct ModelSizes {
-    std::int64_t parameters = 0;
-    std::int64_t dense_per_step = 0;   // layers (without experts), final norm, lm_head
-    std::int64_t expert_elements = 0;  // all experts of all layers
-    std::int64_t embedding_row = 0;    // hidden
-    std::int64_t kv_per_token = 0;     // keys + values of one position, all layers
-
-    [[nodiscard]] double step_elements(const models::qwen3::Qwen3Config& config, int batch) const {
-        double total = static_cast<double>(dense_per_step + embedding_row * batch);
-        if (config.num_experts > 0 && expert_elements > 0) {
-            const double active = std::min<double>(
-                static_cast<double>(config.num_experts),
-                static_cast<double>(batch) * static_cast<double>(config.num_experts_per_tok));
-            total += static_cast<double>(expert_elements) * active /
-                     static_cast<double>(config.num_experts);
-        }
-        return total;
+// Elements one decode step of `batch` sequences reads (models::DecodeFootprint).
+double step_elements(const models::DecodeFootprint& footprint, int batch) {
+    double total =
+        static_cast<double>(footprint.dense_elements + footprint.embedding_row_elements * batch);
+    if (footprint.num_experts > 0 && footprint.expert_elements > 0) {
+        const double active = std::min<double>(
+            static_cast<double>(footprint.num_experts),
+            static_cast<double>(batch) * static_cast<double>(footprint.experts_per_token));
+        total += static_cast<double>(footprint.expert_elements) * active /
+                 static_cast<double>(footprint.num_experts);
     }
-};
-
-ModelSizes model_sizes(const models::qwen3::Qwen3Config& config) {
-    ModelSizes sizes;
-    const std::string embed = "model.embed_tokens.weight";
-    for (const auto& spec : models::qwen3::tensor_specs(config, DType::bf16)) {
-        const std::int64_t count = elements(spec.shape);
-        sizes.parameters += count;
-        if (spec.name == embed) continue;
-        if (spec.name.find(".mlp.experts.") != std::string::npos) {
-            sizes.expert_elements += count;
-        } else {
-            sizes.dense_per_step += count;
-        }
-    }
-    // A tied head is the embedding table, read whole by the logits of every step.
-    if (config.tie_word_embeddings) sizes.dense_per_step += config.vocab_size * config.hidden_size;
-    sizes.embedding_row = config.hidden_size;
-    sizes.kv_per_token =
-        2 * config.num_hidden_layers * config.num_key_value_heads * config.head_dim;
-    return sizes;
+    return total;
 }
 
-std::string describe(const models::qwen3::Qwen3Config& config) {
-    std::ostringstream out;
-    out << "qwen3 hidden " << config.hidden_size << ", " << config.num_hidden_layers << " layers, "
-        << config.num_attention_heads << "/" << config.num_key_value_heads << " heads x "
-        << config.head_dim << ", vocab " << config.vocab_size;
-    if (config.num_experts > 0) {
-        out << ", " << config.num_experts << " experts top-" << config.num_experts_per_tok;
-    }
-    return out.str();
-}
-
-std::string pipeline_text(const GenerateBenchOptions& options, const fs::path& model_dir,
-                          std::int64_t max_total_tokens, int max_batch, int threads) {
+std::string pipeline_text(const GenerateBenchOptions& options, const std::string& factory,
+                          const fs::path& model_dir, std::int64_t max_total_tokens, int max_batch,
+                          int threads) {
     std::ostringstream out;
     out << "name: bench-generate\n"
         << "model_path: " << nlohmann::json(model_dir.string()).dump() << "\n"
@@ -136,7 +89,7 @@ std::string pipeline_text(const GenerateBenchOptions& options, const fs::path& m
         << "stages:\n"
         << "  - name: thinker\n"
         << "    process: bench\n"
-        << "    factory: qwen3.thinker\n"
+        << "    factory: " << factory << "\n"
         << "    factory_args: {dtype: " << options.dtype << ", load_format: " << options.load_format
         << ", dummy_seed: " << options.seed << ", max_total_tokens: " << max_total_tokens
         << ", max_running_requests: " << max_batch
@@ -218,8 +171,8 @@ double milliseconds(Clock::duration duration) {
 }
 
 GenerateBatchResult measure(const BatchRun& run, int batch, const GenerateBenchOptions& options,
-                            const models::qwen3::Qwen3Config& config, const ModelSizes& sizes,
-                            double element_bytes, double bandwidth_gbps) {
+                            const models::DecodeFootprint& footprint, double element_bytes,
+                            double bandwidth_gbps) {
     GenerateBatchResult result{.batch = batch};
     std::vector<const BatchRun::Request*> good;
     std::vector<double> ttft;
@@ -281,9 +234,10 @@ GenerateBatchResult measure(const BatchRun& run, int batch, const GenerateBenchO
     result.step_ms = result.decode_tps_aggregate > 0
                          ? 1000.0 * static_cast<double>(good.size()) / result.decode_tps_aggregate
                          : 0;
-    result.weight_bytes_per_step = sizes.step_elements(config, batch) * element_bytes;
-    result.kv_bytes_per_step = static_cast<double>(sizes.kv_per_token) * element_bytes *
-                               result.mean_context * static_cast<double>(good.size());
+    result.weight_bytes_per_step = step_elements(footprint, batch) * element_bytes;
+    result.kv_bytes_per_step = static_cast<double>(footprint.kv_elements_per_token) *
+                               element_bytes * result.mean_context *
+                               static_cast<double>(good.size());
     const double bytes_per_ms = bandwidth_gbps * 1e6;
     result.roofline_step_ms = result.weight_bytes_per_step / bytes_per_ms;
     result.roofline_kv_step_ms =
@@ -360,11 +314,28 @@ Result<std::vector<int>> parse_batches(const std::string& text) {
 
 Result<GenerateBenchReport> run_generate_bench(GenerateBenchOptions options) {
     OMNI_RETURN_IF_ERROR(check_generate_options(options));
+    // The model family: --arch (or the default one) for a preset, the checkpoint's otherwise.
+    const models::FamilyRegistry& families = models::builtin_families();
+    fs::path model_dir = options.model_path;
+    nlohmann::json config_json;
+    const models::ModelFamily* family = nullptr;
+    if (!options.preset.empty()) {
+        OMNI_TRY(family,
+                 options.arch.empty() ? families.default_family() : families.find(options.arch));
+    } else {
+        OMNI_TRY(config_json, checkpoint::read_json_file(model_dir / checkpoint::kConfigFile));
+        OMNI_TRY(family,
+                 families.detect(config_json, (model_dir / checkpoint::kConfigFile).string()));
+    }
+    if (family->ar_stage_factory.empty() || !family->decode_footprint || !family->preset_config) {
+        return fail(ErrorCode::unimplemented,
+                    "the model family " + family->name + " has no generation bench");
+    }
     if (options.plugin.empty()) {
-        OMNI_TRY(options.plugin, default_plugin_path());
+        OMNI_TRY(options.plugin, default_plugin_path(*family));
     }
     if (!fs::exists(options.plugin)) {
-        return fail(ErrorCode::not_found, "the Qwen3 plugin " + options.plugin +
+        return fail(ErrorCode::not_found, "the " + family->name + " plugin " + options.plugin +
                                               " does not exist: build it (make build) or pass "
                                               "--plugin");
     }
@@ -372,32 +343,25 @@ Result<GenerateBenchReport> run_generate_bench(GenerateBenchOptions options) {
 
     // The model directory: the checkpoint, or a config.json of the preset.
     std::optional<TemporaryDirectory> preset_dir;
-    fs::path model_dir = options.model_path;
-    nlohmann::json config_json;
     if (!options.preset.empty()) {
-        OMNI_TRY(models::qwen3::Qwen3Config preset, models::qwen3::qwen3_preset(options.preset));
-        preset.torch_dtype = options.dtype;
-        config_json = models::qwen3::to_json(preset);
+        OMNI_TRY(config_json, family->preset_config(options.preset, options.dtype));
         OMNI_TRY(TemporaryDirectory made, TemporaryDirectory::create());
         preset_dir.emplace(std::move(made));
         model_dir = preset_dir->path();
         std::ofstream out(model_dir / checkpoint::kConfigFile);
         out << config_json.dump(2) << "\n";
         if (!(out.flush())) return fail(ErrorCode::unavailable, "cannot write the preset config");
-    } else {
-        OMNI_TRY(config_json, checkpoint::read_json_file(model_dir / checkpoint::kConfigFile));
     }
-    auto parsed = models::qwen3::parse_qwen3_config(config_json);
+    auto parsed = family->decode_footprint(config_json);
     if (!parsed) {
         return fail(parsed.error().with_context((model_dir / checkpoint::kConfigFile).string()));
     }
-    const models::qwen3::Qwen3Config config = *std::move(parsed);
-    const ModelSizes sizes = model_sizes(config);
+    const models::DecodeFootprint footprint = *std::move(parsed);
     const double element_bytes = options.dtype == "float32" ? 4.0 : 2.0;
 
     GenerateBenchReport report;
-    report.model = describe(config);
-    report.parameters = static_cast<std::uint64_t>(sizes.parameters);
+    report.model = footprint.description;
+    report.parameters = static_cast<std::uint64_t>(footprint.parameters);
     // The engine's intra-op threads (factory arg num_threads), also those of the bandwidth read.
     report.threads = options.threads > 0 ? options.threads : default_compute_threads();
 
@@ -420,9 +384,9 @@ Result<GenerateBenchReport> run_generate_bench(GenerateBenchOptions options) {
 
     OMNI_RETURN_IF_ERROR(runner::register_builtins());
     OMNI_TRY(config::PipelineConfig pipeline_config,
-             config::load_pipeline_text(
-                 pipeline_text(options, model_dir, max_total_tokens, max_batch, report.threads),
-                 "<bench generate>"));
+             config::load_pipeline_text(pipeline_text(options, family->ar_stage_factory, model_dir,
+                                                      max_total_tokens, max_batch, report.threads),
+                                        "<bench generate>"));
     std::cerr << "bench generate: loading " << report.model << " ("
               << (options.load_format == "dummy" ? "dummy weights" : model_dir.string()) << ", "
               << options.dtype << ")\n";
@@ -435,9 +399,10 @@ Result<GenerateBenchReport> run_generate_bench(GenerateBenchOptions options) {
     // Warm-up (first-touch of the KV cache pages and allocator pools are not measured).
     {
         BatchRun warmup(*pipeline, 1);
-        OMNI_RETURN_IF_ERROR(warmup.run(
-            {random_prompt(options.seed, 0, 0, std::min(options.input_len, 16), config.vocab_size)},
-            2, "warmup-"));
+        OMNI_RETURN_IF_ERROR(
+            warmup.run({random_prompt(options.seed, 0, 0, std::min(options.input_len, 16),
+                                      footprint.vocab_size)},
+                       2, "warmup-"));
         if (!warmup.requests()[0].completed) {
             pipeline->stop();
             return fail(warmup.requests()[0].error.with_context("bench generate warm-up"));
@@ -448,13 +413,13 @@ Result<GenerateBenchReport> run_generate_bench(GenerateBenchOptions options) {
         std::vector<std::vector<std::int32_t>> prompts;
         for (int i = 0; i < batch; ++i) {
             prompts.push_back(
-                random_prompt(options.seed, batch, i, options.input_len, config.vocab_size));
+                random_prompt(options.seed, batch, i, options.input_len, footprint.vocab_size));
         }
         BatchRun run(*pipeline, batch);
         OMNI_RETURN_IF_ERROR(
             run.run(prompts, options.output_len, "b" + std::to_string(batch) + "-"));
         GenerateBatchResult result =
-            measure(run, batch, options, config, sizes, element_bytes, report.bandwidth_gbps);
+            measure(run, batch, options, footprint, element_bytes, report.bandwidth_gbps);
         OMNI_TRY(ReadBandwidth after,
                  measure_read_bandwidth(
                      {.bytes = bandwidth_bytes, .threads = report.threads, .passes = 2}));

@@ -1,13 +1,14 @@
 #pragma once
-// `omnirt bench generate`: prefill and decode speed of a Qwen3 model on the AR engine, next to
-// the memory-bandwidth roofline measured in the same run.
+// `omnirt bench generate`: prefill and decode speed of a model family's autoregressive model on
+// the AR engine, next to the memory-bandwidth roofline measured in the same run.
 //
-// The model runs in this process: a one-stage pipeline (`qwen3.thinker`, terminal) started with
-// the in-process placement, its factory coming from the Qwen3 plugin (the omnirt binary does not
-// link libtorch). For each batch size B, B requests are submitted at once, each with its own
-// seeded random prompt of input_len token ids (data.input_ids; the prefix cache is off) and
-// max_tokens = output_len with ignore_eos and greedy sampling; every client stream chunk (one
-// per generated token) is timestamped on arrival.
+// The model runs in this process: a one-stage pipeline (the family's ar_stage_factory, terminal)
+// started with the in-process placement, its factory coming from the family's plugin (the omnirt
+// binary does not link libtorch). The family is the checkpoint's (its config.json) or, with a
+// preset, --arch (default: the default family); models/family.h. For each batch size B, B requests
+// are submitted at once, each with its own seeded random prompt of input_len token ids
+// (data.input_ids; the prefix cache is off) and max_tokens = output_len with ignore_eos and greedy
+// sampling; every client stream chunk (one per generated token) is timestamped on arrival.
 //
 //   TTFT               submit -> first token, per request (p50 and max over the batch)
 //   steady window      from the moment every request has its first token to the moment the
@@ -17,9 +18,10 @@
 //                      without a window (B = 1, or prefill overlapping everything) use each
 //                      request's whole decode (first token to last).
 //   step ms            B / aggregate
-//   roofline           weight bytes one decode step reads / read bandwidth: every layer weight,
-//                      the final norm and lm_head (the tied embedding), B rows of the embedding,
-//                      for MoE the routed experts (at most min(experts, B * top_k) per layer).
+//   roofline           weight bytes one decode step reads / read bandwidth (the family's
+//                      DecodeFootprint): every layer weight, the final norm and lm_head (the tied
+//                      embedding), B rows of the embedding, for MoE the routed experts (at most
+//                      min(experts, B * top_k) per layer).
 //                      "+KV" adds the keys and values read at the window's mean context.
 //   % of roofline      roofline step ms (weights only) / step ms
 //
@@ -37,7 +39,8 @@ namespace omnirt::bench {
 
 struct GenerateBenchOptions {
     std::string model_path;   // a checkpoint directory, or
-    std::string preset;       // a qwen3_preset() name (config only; load_format dummy)
+    std::string preset;       // a preset of the family (config only; load_format dummy)
+    std::string arch;         // the family of a preset; empty: the default family
     std::string load_format;  // "" = auto for model_path, dummy for preset
     std::string dtype = "bfloat16";
     std::vector<int> batches = {1, 8, 32};
@@ -46,7 +49,7 @@ struct GenerateBenchOptions {
     std::uint64_t seed = 0;  // prompts and dummy weights
     int threads = 0;         // engine and bandwidth threads; 0: default_compute_threads()
     std::int64_t max_prefill_tokens = 2048;
-    std::string plugin;  // the Qwen3 plugin; empty: <dir of this executable>/../lib/...
+    std::string plugin;  // the family's plugin; empty: <dir of this executable>/../lib/...
     std::size_t bandwidth_bytes = 0;  // 0: 1 GiB
 };
 
@@ -73,7 +76,7 @@ struct GenerateBatchResult {
 
 struct GenerateBenchReport {
     GenerateBenchOptions options;  // as run (load_format and plugin resolved)
-    std::string model;             // "qwen3 hidden 1024, 28 layers, ..."
+    std::string model;             // DecodeFootprint::description
     std::uint64_t parameters = 0;
     int threads = 0;
     double bandwidth_gbps = 0;  // best pass

@@ -30,8 +30,8 @@ struct ReadBandwidth {
 // buffer cannot be allocated.
 [[nodiscard]] Result<ReadBandwidth> measure_read_bandwidth(const ReadBandwidthOptions& options);
 
-// The intra-op threads a qwen3.thinker stage uses by default (num_threads 0): OMP_NUM_THREADS
-// when it is set to a positive number, else the CPUs this process may run on.
+// The intra-op threads a model stage (e.g. an AR thinker) uses by default (num_threads 0):
+// OMP_NUM_THREADS when it is set to a positive number, else the CPUs this process may run on.
 [[nodiscard]] int default_compute_threads();
 
 }  // namespace omnirt::bench

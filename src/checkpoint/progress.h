@@ -21,7 +21,7 @@ using ProgressCallback = std::function<void(const Progress&)>;
 
 // A callback that shows progress on `stream`: on a terminal one line rewritten in place (at most
 // ten times a second), otherwise a line per 10 %; a final line when done. `label` starts each line
-// ("loading /models/qwen3").
+// ("loading /models/my-model").
 [[nodiscard]] ProgressCallback terminal_progress(std::string label, std::FILE* stream = stderr);
 
 // "1.2 GiB", "512.0 MiB", "17 B".

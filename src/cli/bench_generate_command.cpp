@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "bench/generate_bench.h"
+#include "models/builtin_families.h"
 
 namespace omnirt::cli {
 
@@ -15,11 +16,16 @@ void add_bench_generate_command(CLI::App& bench, int& exit_code) {
     auto json_path = std::make_shared<std::string>();
     CLI::App* command = bench.add_subcommand(
         "generate",
-        "TTFT and decode tokens/s of a Qwen3 model on the AR engine, next to the memory-bandwidth "
+        "TTFT and decode tokens/s of a model on the AR engine, next to the memory-bandwidth "
         "roofline");
-    command->add_option("--model-path", options->model_path, "Checkpoint directory");
+    command->add_option("--model-path", options->model_path,
+                        "Checkpoint directory (its config.json picks the model family)");
     command->add_option("--preset", options->preset,
-                        "A preset config (tiny, 0.6b) with dummy weights, instead of --model-path");
+                        "A preset config of the family with dummy weights, instead of "
+                        "--model-path");
+    command->add_option("--arch", options->arch,
+                        "Model family of --preset (default: the default family): " +
+                            models::builtin_families().describe_known());
     command->add_option(
         "--batch", *batches,
         "Batch sizes, comma-separated (default 1,8,32): that many requests at once");
@@ -38,7 +44,7 @@ void add_bench_generate_command(CLI::App& bench, int& exit_code) {
     command->add_option("--max-prefill-tokens", options->max_prefill_tokens,
                         "Prompt tokens per engine step (default 2048)");
     command->add_option("--plugin", options->plugin,
-                        "The Qwen3 plugin (default <bin>/../lib/libomnirt_qwen3_plugin.so)");
+                        "The family's plugin (default <bin>/../lib/<the family's plugin>)");
     auto bandwidth_mib = std::make_shared<std::size_t>(0);
     command->add_option("--bandwidth-mib", *bandwidth_mib,
                         "Buffer of the read-bandwidth measure in MiB (default 1024)");

@@ -3,9 +3,8 @@
 
 namespace omnirt::cli {
 
-// configs/qwen3_chat.yaml, embedded at build time: what `omnirt serve` runs without --config.
-[[nodiscard]] std::string_view default_pipeline_yaml();
-// configs/demo.yaml, embedded at build time: `omnirt serve --demo`.
+// configs/demo.yaml, embedded at build time: `omnirt serve --demo`. (The chat pipeline served
+// without --config is the model family's, models/family.h ServeDefaults.)
 [[nodiscard]] std::string_view demo_pipeline_yaml();
 
 }  // namespace omnirt::cli

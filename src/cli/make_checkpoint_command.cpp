@@ -1,16 +1,17 @@
 #include "cli/make_checkpoint_command.h"
 
+#include <algorithm>
 #include <charconv>
 #include <iostream>
 
 #include "checkpoint/progress.h"
-#include "models/qwen3/make_checkpoint.h"
+#include "models/builtin_families.h"
 
 namespace omnirt::cli {
 namespace {
 
 struct MakeCheckpointArgs {
-    std::string arch = "qwen3";
+    std::string arch;  // empty: the default family
     std::string preset;
     bool moe = false;
     std::uint64_t seed = 0;
@@ -49,7 +50,32 @@ Result<DType> parse_weight_dtype(const std::string& text) {
                 "--dtype: expected bf16, f16 or f32, not '" + text + "'");
 }
 
+// The family of --arch (a family name or arch id), else the default one; its --preset.
+Result<const models::ModelFamily*> find_family(const MakeCheckpointArgs& args) {
+    const models::FamilyRegistry& families = models::builtin_families();
+    OMNI_TRY(const models::ModelFamily* family,
+             args.arch.empty() ? families.default_family() : families.find(args.arch));
+    if (!family->make_checkpoint) {
+        return fail(ErrorCode::invalid_argument,
+                    "--arch " + family->name + ": the family cannot generate checkpoints");
+    }
+    if (std::ranges::find(family->presets, args.preset) == family->presets.end()) {
+        std::string known;
+        for (const std::string& preset : family->presets) {
+            known += (known.empty() ? "" : ", ") + preset;
+        }
+        return fail(ErrorCode::invalid_argument, "--preset: " + family->name + " has no preset '" +
+                                                     args.preset + "' (presets: " + known + ")");
+    }
+    return family;
+}
+
 int run(const MakeCheckpointArgs& args) {
+    auto family = find_family(args);
+    if (!family) {
+        std::cerr << "omnirt make-checkpoint: " << family.error().message << "\n";
+        return 2;
+    }
     auto dtype = parse_weight_dtype(args.dtype);
     auto shard = parse_size(args.max_shard_size);
     if (!dtype || !shard) {
@@ -57,25 +83,43 @@ int run(const MakeCheckpointArgs& args) {
                   << (dtype ? shard.error().message : dtype.error().message) << "\n";
         return 2;
     }
-    models::qwen3::MakeCheckpointOptions options{.preset = args.preset,
-                                                 .moe = args.moe,
-                                                 .seed = args.seed,
-                                                 .dtype = *dtype,
-                                                 .init_std = args.init_std,
-                                                 .max_shard_bytes = *shard,
-                                                 .overwrite = args.force};
-    if (!args.quiet) options.progress = checkpoint::terminal_progress("writing " + args.out);
-    auto made = models::qwen3::make_checkpoint(args.out, options);
+    models::CheckpointRequest request{.arch = args.arch.empty() ? (*family)->name : args.arch,
+                                      .preset = args.preset,
+                                      .moe = args.moe,
+                                      .seed = args.seed,
+                                      .dtype = *dtype,
+                                      .init_std = args.init_std,
+                                      .max_shard_bytes = *shard,
+                                      .overwrite = args.force};
+    if (!args.quiet) request.progress = checkpoint::terminal_progress("writing " + args.out);
+    auto made = (*family)->make_checkpoint(args.out, request);
     if (!made) {
         std::cerr << "omnirt make-checkpoint: " << made.error().to_string() << "\n";
         return made.error().code == ErrorCode::not_found ? 2 : 1;
     }
-    std::cout << args.out << ": qwen3 " << args.preset << (args.moe ? " moe" : "") << ", "
-              << made->weights.tensor_count << " tensors, "
-              << checkpoint::format_bytes(made->weights.tensor_bytes) << " in "
+    std::cout << args.out << ": " << made->description << ", " << made->weights.tensor_count
+              << " tensors, " << checkpoint::format_bytes(made->weights.tensor_bytes) << " in "
               << (made->weights.sharded ? made->weights.files.size() - 1 : 1) << " file(s), "
               << to_string(*dtype) << ", seed " << args.seed << "\n";
     return 0;
+}
+
+std::string default_family_name() {
+    auto family = models::builtin_families().default_family();
+    return family ? (*family)->name : "none";
+}
+
+// "<family>: <preset>, <preset>; <family>: ..." for --help.
+std::string describe_presets() {
+    std::string out;
+    for (const models::ModelFamily& family : models::builtin_families().families()) {
+        if (!family.make_checkpoint) continue;
+        out += (out.empty() ? "" : "; ") + family.name + ":";
+        for (std::size_t i = 0; i < family.presets.size(); ++i) {
+            out += (i > 0 ? ", " : " ") + family.presets[i];
+        }
+    }
+    return out;
 }
 
 }  // namespace
@@ -85,12 +129,12 @@ void add_make_checkpoint_command(CLI::App& app, int& exit_code) {
     CLI::App* command = app.add_subcommand(
         "make-checkpoint",
         "Write a Hugging Face checkpoint with a real architecture and seeded random weights");
-    command->add_option("--arch", args->arch, "Model family (qwen3)")
-        ->check(CLI::IsMember({"qwen3"}));
-    command->add_option("--preset", args->preset, "Model size: tiny or 0.6b")
-        ->required()
-        ->check(CLI::IsMember({"tiny", "0.6b"}));
-    command->add_flag("--moe", args->moe, "Mixture-of-experts variant (Qwen3-MoE; tiny only)");
+    command->add_option("--arch", args->arch,
+                        "Model family or arch id (default " + default_family_name() +
+                            "): " + models::builtin_families().describe_known());
+    command->add_option("--preset", args->preset, "Model size: " + describe_presets())->required();
+    command->add_flag("--moe", args->moe,
+                      "Mixture-of-experts variant, where the family has one (e.g. tiny only)");
     command->add_option("--seed", args->seed, "Seed of the random weights (default 0)");
     command->add_option("--dtype", args->dtype, "Weight dtype: bf16 (default), f16 or f32");
     command->add_option("--init-std", args->init_std,

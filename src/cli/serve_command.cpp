@@ -14,6 +14,7 @@
 #include "cli/default_model.h"
 #include "client/client.h"
 #include "config/load.h"
+#include "models/builtin_families.h"
 #include "runner/builtins.h"
 #include "runner/pipeline.h"
 #include "serve/api/api_server.h"
@@ -58,21 +59,30 @@ Result<config::PipelineConfig> load_config(const ServeOptions& options) {
         }
         return config::load_pipeline_file(options.config, load);
     }
-    // The built-in Qwen3 chat pipeline: the plugin next to the binary, the tiny checkpoint
-    // unless --model-path names another.
-    OMNI_TRY(std::string plugin, qwen3_plugin_path());
+    // The chat pipeline of the model family: that of --model-path's config.json, else the
+    // default family on its generated checkpoint; its plugin next to the binary.
+    const models::FamilyRegistry& families = models::builtin_families();
     std::string model_path = options.model_path;
+    OMNI_TRY(const models::ModelFamily* family, model_path.empty()
+                                                    ? families.default_family()
+                                                    : families.detect_directory(model_path));
+    if (family->serve.pipeline_yaml.empty()) {
+        return fail(ErrorCode::not_found, "the model family " + family->name +
+                                              " has no built-in chat pipeline: pass --config");
+    }
+    OMNI_TRY(std::string plugin, family_plugin_path(*family));
     if (model_path.empty()) {
-        OMNI_TRY(model_path, default_tiny_checkpoint());
+        OMNI_TRY(model_path, default_checkpoint(*family));
     }
     load.overrides.insert(load.overrides.begin(),
                           {"plugins=[" + yaml_string(plugin) + "]", "model_path=" + model_path});
-    return config::load_pipeline_text(default_pipeline_yaml(), "<built-in qwen3 chat pipeline>",
-                                      load);
+    return config::load_pipeline_text(family->serve.pipeline_yaml,
+                                      "<built-in " + family->name + " chat pipeline>", load);
 }
 
-// The tokenizer and context length of the pipeline's checkpoint, for /tokenize and
-// /detokenize; none when model_path holds no tokenizer.json (e.g. the demo).
+// The tokenizer, context length and chat template (that of the checkpoint's model family) of the
+// pipeline's checkpoint, for /tokenize and /detokenize; none when model_path holds no
+// tokenizer.json (e.g. the demo).
 void load_model_files(const config::PipelineConfig& config, serve::api::ApiServerOptions& options) {
     const std::filesystem::path directory(config.model_path);
     std::error_code ec;
@@ -85,6 +95,11 @@ void load_model_files(const config::PipelineConfig& config, serve::api::ApiServe
         return;
     }
     options.tokenizer = std::move(*tokenizer);
+    if (auto family = models::builtin_families().detect_directory(directory); family) {
+        options.render_chat = (*family)->render_chat;
+    } else {
+        spdlog::info("/tokenize takes prompts only (no chat template): {}", family.error().message);
+    }
     std::ifstream file(directory / "config.json");
     auto json = nlohmann::json::parse(file, nullptr, /*allow_exceptions=*/false);
     if (auto it = json.find("max_position_embeddings");
@@ -183,14 +198,20 @@ int serve(const ServeOptions& options) {
     return 0;
 }
 
+std::string default_family_name() {
+    auto family = models::builtin_families().default_family();
+    return family ? (*family)->name : "the default model family";
+}
+
 }  // namespace
 
 void add_serve_command(CLI::App& app, int& exit_code) {
     auto options = std::make_shared<ServeOptions>();
     CLI::App* command = app.add_subcommand(
         "serve",
-        "Serve a pipeline behind an OpenAI-compatible HTTP API (without --config: Qwen3 chat on "
-        "a generated tiny checkpoint)");
+        "Serve a pipeline behind an OpenAI-compatible HTTP API (without --config: the chat "
+        "pipeline of the model family of --model-path, else of " +
+            default_family_name() + " on its generated checkpoint)");
     auto* config_option =
         command->add_option("--config", options->config, "Pipeline config (YAML or JSON)")
             ->check(CLI::ExistingFile);
@@ -200,8 +221,9 @@ void add_serve_command(CLI::App& app, int& exit_code) {
                    "docs/demo_pipeline.md)")
         ->excludes(config_option);
     command->add_option("--model-path", options->model_path,
-                        "Checkpoint directory (sets the config's model_path; default of the "
-                        "built-in pipeline: the generated tiny Qwen3 checkpoint)");
+                        "Checkpoint directory (sets the config's model_path; without --config its "
+                        "config.json picks the model family; default: the default family's "
+                        "generated tiny checkpoint)");
     command->add_option("--model-name", options->model_name,
                         "Model id clients use (default: the config's name, else model_path)");
     command->add_option("--host", options->host, "Address to bind (default 127.0.0.1)");

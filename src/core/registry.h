@@ -1,6 +1,6 @@
 #pragma once
 // The named registry that replaces the spec's "dotted import paths": pipeline configs name
-// stage factories and request-aware functions (`qwen3.thinker`, `test.identity`), and the
+// stage factories and request-aware functions (`<family>.thinker`, `test.identity`), and the
 // registry resolves them. Built-in code registers at start-up; shared-library plugins listed
 // under `plugins:` register when loaded (config/plugins.h).
 //

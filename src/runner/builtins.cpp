@@ -6,7 +6,7 @@
 
 #include "core/registry.h"
 #include "demo/demo_stages.h"
-#include "models/qwen3/text_stages.h"
+#include "models/builtin_families.h"
 #include "relay/builtin.h"
 #include "testing/test_stages.h"
 
@@ -27,8 +27,8 @@ Status register_all() {
     if (auto status = demo::register_demo_stages(Registry::global()); !status) {
         return fail(status.error().with_context("registering the demo stages"));
     }
-    if (auto status = models::qwen3::register_qwen3_text_stages(); !status) {
-        return fail(status.error().with_context("registering qwen3.preprocess / qwen3.decode"));
+    if (auto status = models::register_family_stages(); !status) {
+        return fail(status.error());
     }
     if (test_stages_enabled()) return register_test_stages();
     return ok_status();

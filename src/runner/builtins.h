@@ -1,8 +1,8 @@
 #pragma once
 // Registers everything built into omnirt with the process-wide registries: the relay backends,
-// the demo stages (demo.*, `omnirt serve --demo`) and the torch-free model stages
-// (qwen3.preprocess, qwen3.decode); stages that need libtorch come from plugins. Every process of
-// an instance (the parent and each stage process) calls it before it resolves factory names.
+// the demo stages (demo.*, `omnirt serve --demo`) and the torch-free stages of every model family
+// (models/builtin_families.h); stages that need libtorch come from plugins. Every process of an
+// instance (the parent and each stage process) calls it before it resolves factory names.
 //
 // The test stages (test.*, testing/test_stages.h) are not registered by default. They are an
 // explicit opt-in: the environment variable OMNIRT_TEST_STAGES=1. Stage processes inherit the

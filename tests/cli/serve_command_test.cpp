@@ -34,7 +34,7 @@ TEST(ServeCommand, MissingPluginIsAClearError) {
 }
 
 TEST(ServeCommand, UnwritableCacheIsAClearError) {
-    // The tiny checkpoint cannot be written below a regular file.
+    // The default (tiny) checkpoint cannot be written below a regular file.
     const fs::path file =
         fs::path(::testing::TempDir()) / ("omnirt-serve-cache-" + std::to_string(::getpid()));
     {
@@ -46,7 +46,7 @@ TEST(ServeCommand, UnwritableCacheIsAClearError) {
                                omnirt_binary(), "serve", "--port", "0"});
     fs::remove(file);
     EXPECT_EQ(result.exit_code, 1) << result.err;
-    EXPECT_TRUE(contains(result.err, "for the tiny checkpoint")) << result.err;
+    EXPECT_TRUE(contains(result.err, "for the default checkpoint")) << result.err;
 }
 
 TEST(ServeCommand, ABadModelPathFailsBeforeListening) {

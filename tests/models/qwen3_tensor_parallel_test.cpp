@@ -9,7 +9,7 @@
 //     hits; unseeded sampling is the same on both ranks;
 //   * failures: a rank alone times out joining, and a rank whose peer is gone fails its
 //     requests, both with clear errors.
-#include "models/qwen3/tensor_parallel.h"
+#include "engine/tp_communicator.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -33,6 +33,8 @@ namespace omnirt::models::qwen3 {
 namespace {
 
 namespace fs = std::filesystem;
+using engine::C10dTpGroup;
+using engine::TpCollectiveError;
 using testing::lookup_of;
 using testing::random_weights;
 using testing::tiny_config;

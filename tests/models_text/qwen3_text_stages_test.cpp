@@ -11,10 +11,10 @@
 #include <filesystem>
 #include <fstream>
 
+#include "models/qwen3/chat_format.h"
 #include "models/qwen3/prompt.h"
 #include "models/qwen3/tiny_tokenizer.h"
 #include "pipeline/stage_factory.h"
-#include "text/chat_format.h"
 #include "text/tokenizer.h"
 
 namespace omnirt::models::qwen3 {
@@ -198,7 +198,7 @@ TEST_F(Qwen3TextStagesTest, PreprocessRendersMessagesWithTheChatTemplate) {
         chat.push_back(
             text::ChatMessage{.role = role, .content = {text::ContentPart{.text = content}}});
     }
-    auto rendered = text::format_chat(chat, /*add_generation_prompt=*/true);
+    auto rendered = format_chat(chat, /*add_generation_prompt=*/true);
     ASSERT_TRUE(rendered.has_value());
     EXPECT_EQ(rendered->rfind("<|im_start|>system\nBe brief.<|im_end|>\n", 0), 0u) << *rendered;
     EXPECT_EQ(input_ids("d", with_messages(conversation)), encode(*rendered));

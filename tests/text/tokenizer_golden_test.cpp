@@ -16,7 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "text/chat_format.h"
+#include "models/qwen3/chat_format.h"
+#include "text/chat_message.h"
 #include "text/incremental_decoder.h"
 #include "text/tokenizer.h"
 #include "text/utf8.h"
@@ -238,8 +239,8 @@ TEST_F(QwenGoldenTest, ChatRenderingMatchesTheChatTemplate) {
     for (const GoldenChat& chat : chats_) {
         auto messages = to_messages(chat.messages);
         ASSERT_TRUE(messages.has_value()) << messages.error().to_string();
-        auto text = format_chat(*messages, chat.add_generation_prompt,
-                                {.enable_thinking = chat.enable_thinking});
+        auto text = models::qwen3::format_chat(*messages, chat.add_generation_prompt,
+                                               {.enable_thinking = chat.enable_thinking});
         ASSERT_TRUE(text.has_value()) << text.error().to_string();
         EXPECT_EQ(*text, chat.text) << chat.messages.dump();
         auto ids = tokenizer_->encode(*text);

@@ -92,8 +92,7 @@ Result<std::string> render_chat_prompt(const Value& messages, bool enable_thinki
                                        bool add_generation_prompt, const std::string& who) {
     auto chat = parse_chat_messages(messages);
     if (!chat) return fail(chat.error().with_context(who));
-    auto rendered =
-        text::format_chat(*chat, add_generation_prompt, {.enable_thinking = enable_thinking});
+    auto rendered = format_chat(*chat, add_generation_prompt, {.enable_thinking = enable_thinking});
     if (!rendered) return fail(invalid(who, rendered.error().message));
     return std::move(*rendered);
 }

@@ -17,7 +17,8 @@
 #include "core/error.h"
 #include "core/request.h"
 #include "core/value.h"
-#include "text/chat_format.h"
+#include "models/qwen3/chat_format.h"
+#include "text/chat_message.h"
 
 namespace omnirt::text {
 class Tokenizer;

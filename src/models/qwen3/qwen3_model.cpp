@@ -20,7 +20,7 @@ using engine::SequenceInput;
 Result<std::unique_ptr<Qwen3Model>> Qwen3Model::create(const Qwen3Config& config,
                                                        const WeightLookup& lookup,
                                                        Qwen3ModelOptions options) {
-    const TpCommunicator* tp = options.tensor_parallel.get();
+    const engine::TpCommunicator* tp = options.tensor_parallel.get();
     OMNI_TRY(Qwen3Weights weights, load_qwen3_weights(config, lookup,
                                                       {.dtype = options.dtype,
                                                        .device = options.device,
@@ -178,7 +178,7 @@ Result<ForwardOutput> Qwen3Model::forward(std::span<const SequenceInput> batch, 
     OMNI_RETURN_IF_ERROR(check_batch(batch, cache));
     try {
         return run(batch, cache);
-    } catch (const TpCollectiveError& error) {
+    } catch (const engine::TpCollectiveError& error) {
         return fail(ErrorCode::unavailable, std::string("qwen3 forward: ") + error.what());
     } catch (const c10::Error& error) {
         return fail(ErrorCode::internal,

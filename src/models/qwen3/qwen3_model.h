@@ -37,10 +37,10 @@
 
 #include "core/error.h"
 #include "engine/model_runner.h"
+#include "engine/tp_communicator.h"
 #include "models/qwen3/config.h"
 #include "models/qwen3/qwen3_weights.h"
 #include "models/qwen3/rotary_embedding.h"
-#include "models/qwen3/tensor_parallel.h"
 
 namespace omnirt::models::qwen3 {
 
@@ -53,7 +53,7 @@ struct Qwen3ModelOptions {
     std::unique_ptr<RotaryEmbedding> rotary;
     // Tensor parallelism: this rank's group (its rank() and size() pick the weight shard); null
     // for one rank.
-    std::shared_ptr<TpCommunicator> tensor_parallel;
+    std::shared_ptr<engine::TpCommunicator> tensor_parallel;
 };
 
 class Qwen3Model final : public engine::ModelRunner {
@@ -118,7 +118,7 @@ class Qwen3Model final : public engine::ModelRunner {
     at::ScalarType dtype_;
     at::Device device_;
     std::unique_ptr<RotaryEmbedding> rotary_;
-    std::shared_ptr<TpCommunicator> tensor_parallel_;
+    std::shared_ptr<engine::TpCommunicator> tensor_parallel_;
 };
 
 }  // namespace omnirt::models::qwen3

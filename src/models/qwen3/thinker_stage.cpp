@@ -180,15 +180,15 @@ Result<std::unique_ptr<pipeline::Scheduler>> make_thinker_stage(
         OMNI_TRY(tokenizer, text::Tokenizer::from_file(tokenizer_path.string()));
     }
     // Tensor parallelism: this rank's weight shard; the group connects on the engine thread.
-    std::shared_ptr<C10dTpGroup> tp_group;
+    std::shared_ptr<engine::C10dTpGroup> tp_group;
     if (context.tp_size > 1) {
-        OMNI_TRY(tp_group,
-                 C10dTpGroup::create({.name = who,
-                                      .rank = context.tp_rank,
-                                      .size = context.tp_size,
-                                      .rendezvous = context.tp_rendezvous,
-                                      .device = torch_bridge::to_torch_device(context.device),
-                                      .timeout = std::chrono::seconds(tp_timeout_s)}));
+        OMNI_TRY(tp_group, engine::C10dTpGroup::create(
+                               {.name = who,
+                                .rank = context.tp_rank,
+                                .size = context.tp_size,
+                                .rendezvous = context.tp_rendezvous,
+                                .device = torch_bridge::to_torch_device(context.device),
+                                .timeout = std::chrono::seconds(tp_timeout_s)}));
     }
     OMNI_TRY(std::unique_ptr<Qwen3Model> model,
              Qwen3Model::create(

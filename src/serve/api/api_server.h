@@ -19,11 +19,13 @@
 // the server.
 #include <chrono>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 
 #include "client/client.h"
 #include "core/error.h"
+#include "core/value.h"
 #include "serve/api/metrics.h"
 #include "serve/http/http_server.h"
 #include "serve/openai/limits.h"
@@ -47,6 +49,13 @@ struct ApiServerOptions {
     // 404), and its context length (reported as max_model_len; 0: unknown).
     std::shared_ptr<const text::Tokenizer> tokenizer;
     std::int64_t max_model_len = 0;
+    // The served model's chat template, for /tokenize of chat messages: renders the request's
+    // messages (OmniRequest inputs.messages), errors start with `who`. Empty: /tokenize takes
+    // prompts only. Called from IO threads: must not block and be safe from any thread (the
+    // model family's renderer, models/family.h).
+    std::function<Result<std::string>(const Value& messages, bool add_generation_prompt,
+                                      const std::string& who)>
+        render_chat;
     openai::RequestLimits limits;
     openai::MediaPolicy media;
     http::HttpServerOptions http;

@@ -1,10 +1,10 @@
 // POST /tokenize and POST /detokenize over the served model's tokenizer (vLLM's shape):
 //   /tokenize   -> {"count", "max_model_len", "tokens": [ids], "token_strs": [str] | null}
 //   /detokenize -> {"prompt": text}
-// Chat messages are rendered with the Qwen ChatML template (text parts only).
+// Chat messages are rendered with the served model's chat template (ApiServerOptions::
+// render_chat, the model family's).
 #include <nlohmann/json.hpp>
 
-#include "models/qwen3/prompt.h"
 #include "serve/api/api_internal.h"
 #include "serve/openai/chat_request.h"
 #include "serve/openai/tokenize_request.h"
@@ -47,12 +47,19 @@ void tokenize(ApiState& state, std::shared_ptr<http::HttpExchange> http) {
     if (request->prompt) {
         prompt = std::move(*request->prompt);
     } else {
+        const auto& render_chat = state.options.render_chat;
+        if (!render_chat) {
+            exchange.respond_error({400,
+                                    "/tokenize of chat messages needs the model's chat template; "
+                                    "this server has none: send a prompt",
+                                    "invalid_request_error", "messages", ""});
+            return;
+        }
         openai::ChatRequest chat;
         chat.messages = std::move(request->messages);
         const OmniRequest omni = openai::to_omni_request(chat);
-        auto rendered = models::qwen3::render_chat_prompt(
-            *omni.inputs.find("messages"), /*enable_thinking=*/true, request->add_generation_prompt,
-            "/tokenize");
+        auto rendered =
+            render_chat(*omni.inputs.find("messages"), request->add_generation_prompt, "/tokenize");
         if (!rendered) {
             exchange.respond_error(bad_request(rendered.error(), "messages"));
             return;

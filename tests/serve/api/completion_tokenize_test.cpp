@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "client/client.h"
+#include "models/builtin_families.h"
 #include "models/qwen3/tiny_tokenizer.h"
 #include "pipeline/stage_args.h"
 #include "pipeline/stage_factory.h"
@@ -230,11 +231,13 @@ class CompletionTokenizeTest : public ::testing::Test {
         server_ = std::move(*server);
         ASSERT_TRUE(server_->start().has_value());
     }
-    // The tiny tokenizer's ApiServerOptions.
+    // The tiny tokenizer's ApiServerOptions, with the Qwen3 family's chat template.
     static ApiServerOptions with_tokenizer() {
         ApiServerOptions options;
         options.tokenizer = *tokenizer_;
         options.max_model_len = 4096;
+        auto family = models::builtin_families().find("qwen3");
+        if (family) options.render_chat = (*family)->render_chat;
         return options;
     }
     // qwen3.preprocess -> test.api.fake_thinker -> qwen3.decode over the tiny tokenizer.
@@ -568,6 +571,17 @@ TEST_F(CompletionTokenizeTest, TokenizeChatMessages) {
     EXPECT_EQ(
         error("/tokenize", json{{"prompt", "x"}, {"messages", messages}}.dump(), 400)["param"],
         "messages");
+}
+
+TEST_F(CompletionTokenizeTest, TokenizeChatMessagesNeedsAChatTemplate) {
+    ApiServerOptions options = with_tokenizer();
+    options.render_chat = nullptr;
+    start(kStreamerYaml, std::move(options));
+    const json messages = {{{"role", "user"}, {"content", "Hi"}}};
+    const json error_object = error("/tokenize", json{{"messages", messages}}.dump(), 400);
+    EXPECT_EQ(error_object["param"], "messages");
+    EXPECT_NE(error_object["message"].get<std::string>().find("chat template"), std::string::npos);
+    EXPECT_EQ(ok("/tokenize", {{"prompt", "Hi"}})["count"], encode("Hi").size());
 }
 
 TEST_F(CompletionTokenizeTest, DetokenizeRoundTrips) {

@@ -1,11 +1,15 @@
-// format_chat: Qwen3's ChatML layout by hand-written expectations (the golden test compares
+// qwen3::format_chat: Qwen3's ChatML layout by hand-written expectations (the golden test compares
 // against the real template rendered by Jinja).
 #include <gtest/gtest.h>
 
-#include "text/chat_format.h"
+#include "models/qwen3/chat_format.h"
 
-namespace omnirt::text {
+namespace omnirt::models::qwen3 {
 namespace {
+
+using text::ChatMessage;
+using text::ChatRole;
+using text::ContentKind;
 
 std::string render(const std::vector<ChatMessage>& messages, bool generation_prompt,
                    ChatFormatOptions options = {}) {
@@ -101,14 +105,5 @@ TEST(ChatFormat, Errors) {
     EXPECT_NE(reasoning.error().message.find("messages[1]"), std::string::npos);
 }
 
-TEST(ChatFormat, Roles) {
-    for (ChatRole role : {ChatRole::system, ChatRole::user, ChatRole::assistant, ChatRole::tool}) {
-        EXPECT_EQ(parse_chat_role(to_string(role)), role);
-    }
-    auto unknown = parse_chat_role("developer");
-    ASSERT_FALSE(unknown.has_value());
-    EXPECT_NE(unknown.error().message.find("developer"), std::string::npos);
-}
-
 }  // namespace
-}  // namespace omnirt::text
+}  // namespace omnirt::models::qwen3

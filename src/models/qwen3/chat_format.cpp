@@ -1,9 +1,15 @@
 // ChatML rendering that mirrors Qwen3's chat template statement by statement (see the comments
 // quoting it), so that the golden tests can compare against the template rendered by Jinja.
-#include "text/chat_format.h"
+#include "models/qwen3/chat_format.h"
 
-namespace omnirt::text {
+namespace omnirt::models::qwen3 {
 namespace {
+
+using text::ChatMessage;
+using text::ChatRole;
+using text::ContentKind;
+using text::ContentPart;
+using text::ToolCall;
 
 constexpr std::string_view kThinkOpen = "<think>";
 constexpr std::string_view kThinkClose = "</think>";
@@ -86,31 +92,7 @@ void render_assistant(const ChatMessage& message, std::string_view full_content,
 
 }  // namespace
 
-Result<ChatRole> parse_chat_role(std::string_view name) {
-    if (name == "system") return ChatRole::system;
-    if (name == "user") return ChatRole::user;
-    if (name == "assistant") return ChatRole::assistant;
-    if (name == "tool") return ChatRole::tool;
-    return fail(ErrorCode::invalid_argument, "unknown chat role '" +
-                                                 std::string(name.substr(0, 64)) +
-                                                 "' (expected system, user, assistant or tool)");
-}
-
-std::string_view to_string(ChatRole role) {
-    switch (role) {
-        case ChatRole::system:
-            return "system";
-        case ChatRole::user:
-            return "user";
-        case ChatRole::assistant:
-            return "assistant";
-        case ChatRole::tool:
-            return "tool";
-    }
-    return "user";
-}
-
-std::string_view placeholder(ContentKind kind) {
+std::string_view placeholder(text::ContentKind kind) {
     switch (kind) {
         case ContentKind::text:
             return "";
@@ -124,15 +106,8 @@ std::string_view placeholder(ContentKind kind) {
     return "";
 }
 
-ChatMessage ChatMessage::text(ChatRole role, std::string text) {
-    ChatMessage message;
-    message.role = role;
-    message.content.push_back(ContentPart{.kind = ContentKind::text, .text = std::move(text)});
-    return message;
-}
-
-Result<std::string> format_chat(std::span<const ChatMessage> messages, bool add_generation_prompt,
-                                const ChatFormatOptions& options) {
+Result<std::string> format_chat(std::span<const text::ChatMessage> messages,
+                                bool add_generation_prompt, const ChatFormatOptions& options) {
     if (messages.empty()) return fail(ErrorCode::invalid_argument, "messages: the list is empty");
     std::vector<std::string> contents;
     contents.reserve(messages.size());
@@ -167,7 +142,7 @@ Result<std::string> format_chat(std::span<const ChatMessage> messages, bool add_
             case ChatRole::system:
             case ChatRole::user:
                 out.append("<|im_start|>");
-                out.append(to_string(message.role));
+                out.append(text::to_string(message.role));
                 out.push_back('\n');
                 out.append(contents[i]);
                 out.append("<|im_end|>\n");
@@ -191,4 +166,4 @@ Result<std::string> format_chat(std::span<const ChatMessage> messages, bool add_
     return out;
 }
 
-}  // namespace omnirt::text
+}  // namespace omnirt::models::qwen3

@@ -1,4 +1,4 @@
-#include "models/qwen3/tensor_parallel.h"
+#include "engine/tp_communicator.h"
 
 #include <ATen/ATen.h>
 #include <spdlog/spdlog.h>
@@ -22,7 +22,7 @@
 
 #include "torch_bridge/torch_errors.h"
 
-namespace omnirt::models::qwen3 {
+namespace omnirt::engine {
 namespace {
 
 using torch_bridge::current_exception_text;
@@ -266,7 +266,7 @@ Result<std::uint64_t> C10dTpGroup::connect(std::uint64_t seed_state) {
     }
 }
 
-Result<engine::LockstepDecision> C10dTpGroup::agree(const engine::LockstepProposal& proposal) {
+Result<LockstepDecision> C10dTpGroup::agree(const LockstepProposal& proposal) {
     State& s = *state_;
     constexpr std::int64_t kFields = 4;  // received, stopping, abort bytes, digest
     std::string aborts;
@@ -284,7 +284,7 @@ Result<engine::LockstepDecision> C10dTpGroup::agree(const engine::LockstepPropos
             at::kLong);
         const at::Tensor all = all_gather(mine.to(s.options.device)).to(at::kCPU).contiguous();
         const std::int64_t* rows = all.data_ptr<std::int64_t>();
-        engine::LockstepDecision decision;
+        LockstepDecision decision;
         decision.messages = static_cast<std::uint64_t>(rows[0]);
         for (int rank = 0; rank < s.options.size; ++rank) {
             const std::int64_t* row = rows + rank * kFields;
@@ -383,4 +383,4 @@ at::Tensor C10dTpGroup::all_gather(const at::Tensor& tensor) {
     return at::stack(output[0]).to(tensor.device());
 }
 
-}  // namespace omnirt::models::qwen3
+}  // namespace omnirt::engine

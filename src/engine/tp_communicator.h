@@ -1,8 +1,8 @@
 #pragma once
 // Tensor parallelism of a model stage: the collectives its forward needs (TpCommunicator) and a
 // c10d process group that provides them together with the engine's lockstep agreement
-// (C10dTpGroup, engine/lockstep.h). Nothing here is Qwen3-specific; it lives next to the first
-// model that uses it.
+// (C10dTpGroup, engine/lockstep.h). Model-independent: a model family's forward takes a
+// TpCommunicator, its stage factory creates the C10dTpGroup.
 //
 // One C10dTpGroup per rank, over the stage's rendezvous (StageContext::tp_rendezvous:
 // "file://<path>" or "tcp://host:port", the same on every rank). Gloo runs the collectives of
@@ -15,7 +15,7 @@
 // Failures: a collective that fails (a rank that is gone closes its sockets, which fails the
 // collectives waiting on it at once; a rank that hangs fails them after `timeout`) or that
 // cancel() cut short leaves the group unusable: every later collective fails at once with the
-// first error. The model's collectives throw TpCollectiveError (Qwen3Model::forward turns it into
+// first error. The model's collectives throw TpCollectiveError (a model's forward turns it into
 // an `unavailable` error); connect() and agree() return errors.
 //
 // Threads: connect(), agree() and the collectives from one thread at a time (the engine
@@ -32,7 +32,7 @@
 #include "core/error.h"
 #include "engine/lockstep.h"
 
-namespace omnirt::models::qwen3 {
+namespace omnirt::engine {
 
 // What a collective of TpCommunicator throws; the message says which one and why.
 class TpCollectiveError : public std::runtime_error {
@@ -63,7 +63,7 @@ struct TpGroupOptions {
     std::chrono::milliseconds timeout{std::chrono::minutes(5)};
 };
 
-class C10dTpGroup final : public engine::Lockstep, public TpCommunicator {
+class C10dTpGroup final : public Lockstep, public TpCommunicator {
   public:
     // invalid_argument for a rank outside [0, size), a size below 2, a rendezvous of another
     // scheme or a timeout <= 0. Does not connect.
@@ -77,11 +77,10 @@ class C10dTpGroup final : public engine::Lockstep, public TpCommunicator {
     [[nodiscard]] int rank() const override;
     [[nodiscard]] int size() const override;
 
-    // engine::Lockstep. connect() errors: deadline_exceeded when the ranks did not all join
+    // Lockstep. connect() errors: deadline_exceeded when the ranks did not all join
     // within the timeout, unavailable otherwise, naming the rendezvous.
     [[nodiscard]] Result<std::uint64_t> connect(std::uint64_t seed_state) override;
-    [[nodiscard]] Result<engine::LockstepDecision> agree(
-        const engine::LockstepProposal& proposal) override;
+    [[nodiscard]] Result<LockstepDecision> agree(const LockstepProposal& proposal) override;
     void cancel() override;
 
     // TpCommunicator; throw TpCollectiveError (also before connect()).
@@ -94,4 +93,4 @@ class C10dTpGroup final : public engine::Lockstep, public TpCommunicator {
     std::unique_ptr<State> state_;
 };
 
-}  // namespace omnirt::models::qwen3
+}  // namespace omnirt::engine
