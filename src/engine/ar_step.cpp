@@ -457,6 +457,10 @@ Result<at::Tensor> ArScheduler::guarded_feedback(ArSequence& sequence, const Tok
         }
     }();
     if (!made || !made->defined()) return made;
+    if (!capabilities_.embeddings) {
+        return fail(ErrorCode::failed_precondition,
+                    "the role returned a feedback embedding but the model takes no embeddings");
+    }
     if (!made->is_floating_point() || made->numel() != capabilities_.hidden_size) {
         return fail(ErrorCode::internal, "the feedback embedding must be a floating tensor of " +
                                              std::to_string(capabilities_.hidden_size) + " values");
