@@ -171,9 +171,10 @@ Status register_qwen3_text_stages(Registry& registry) {
                      "Qwen3 chat template + tokenizer: data = {input_ids}"},
           std::tuple{"qwen3.decode", pipeline::StageFactory(make_decode_stage),
                      "Qwen3 thinker tokens -> client text deltas and log probabilities"}}) {
-        Status added =
-            pipeline::register_stage_factory(name, factory, description, {"model_path"}, registry);
-        if (!added && added.error().code != ErrorCode::already_exists) return added;
+        OMNI_RETURN_IF_ERROR(registry.add_if_absent(FunctionKind::factory, name,
+                                                    RegistryEntry{.callable = factory,
+                                                                  .injectable_args = {"model_path"},
+                                                                  .description = description}));
     }
     return ok_status();
 }

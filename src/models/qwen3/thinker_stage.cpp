@@ -242,13 +242,13 @@ Result<std::unique_ptr<pipeline::Scheduler>> make_thinker_stage(
 }
 
 Status register_qwen3_stages(Registry& registry) {
-    Status added = pipeline::register_stage_factory(
-        std::string(kFactoryName), make_thinker_stage,
-        "Qwen3 text model on the AR engine: chat prompts tokenized, text streamed; data = {text, "
-        "finish_reason, usage, output_ids}",
-        {"model_path", "gpu_id"}, registry);
-    if (!added && added.error().code != ErrorCode::already_exists) return added;
-    return ok_status();
+    return registry.add_if_absent(
+        FunctionKind::factory, std::string(kFactoryName),
+        RegistryEntry{.callable = pipeline::StageFactory(make_thinker_stage),
+                      .injectable_args = {"model_path", "gpu_id"},
+                      .description = "Qwen3 text model on the AR engine: chat prompts tokenized, "
+                                     "text streamed; data = {text, finish_reason, usage, "
+                                     "output_ids}"});
 }
 
 }  // namespace omnirt::models::qwen3
