@@ -221,9 +221,7 @@ class FakeModel final : public ModelRunner {
             if (sequence.positions.defined()) {
                 positions_seen_[sequence.request_id].push_back(sequence.positions.clone());
             }
-            auto feedback = feedback_.find(sequence.request_id);
-            const std::int32_t target =
-                next_token(history, feedback == feedback_.end() ? 0 : feedback->second, allow_eos_);
+            const std::int32_t target = next_token(history, 0, allow_eos_);
             for (std::int64_t v = 0; v < kFakeVocab; ++v) {
                 out[r * kFakeVocab + v] = -static_cast<float>(std::abs(v - target));
             }
@@ -233,11 +231,6 @@ class FakeModel final : public ModelRunner {
         return ForwardOutput{.logits = logits, .hidden = hidden, .captures = std::move(captures)};
     }
 
-    // For a FeedbackStrategy: a value added to the next token rule of `request_id`.
-    void set_feedback(const std::string& request_id, std::int64_t value) {
-        std::lock_guard lock(mutex_);
-        feedback_[request_id] = value;
-    }
     void set_allow_eos(bool allow) {
         std::lock_guard lock(mutex_);
         allow_eos_ = allow;
@@ -300,7 +293,6 @@ class FakeModel final : public ModelRunner {
     std::int64_t max_positions_;
     mutable std::mutex mutex_;
     std::vector<std::int64_t> slots_;
-    std::map<std::string, std::int64_t> feedback_;
     bool allow_eos_ = false;
     bool fail_next_ = false;
     std::string violation_;
