@@ -28,10 +28,10 @@ std::vector<CaptureSpec> test_captures() {
             CaptureSpec{.after_layers = kFakeLayers, .begin = 3, .end = 20}};
 }
 
-std::unique_ptr<ArRole> capture_role() {
-    return hook_role({.open = [](const StagePayload& payload) -> Result<RequestSetup> {
+std::unique_ptr<ArRole> capture_role(std::vector<CaptureSpec> specs = test_captures()) {
+    return hook_role({.open = [specs](const StagePayload& payload) -> Result<RequestSetup> {
                           OMNI_TRY(RequestSetup setup, read_request_setup(payload));
-                          setup.captures = test_captures();
+                          setup.captures = specs;
                           return setup;
                       },
                       .add_to_result =
@@ -64,8 +64,9 @@ std::vector<Rows> captured(const RequestOutput& output) {
 }
 
 // The reference: the request alone, no prefix cache, its prompt in one step.
-std::vector<Rows> recomputed(const std::vector<std::int32_t>& prompt, std::int64_t max_tokens) {
-    Harness harness({.enable_prefix_cache = false}, {}, capture_role());
+std::vector<Rows> recomputed(const std::vector<std::int32_t>& prompt, std::int64_t max_tokens,
+                             std::vector<CaptureSpec> specs = test_captures()) {
+    Harness harness({.enable_prefix_cache = false}, {}, capture_role(std::move(specs)));
     harness.submit("ref", prompt, params_max_tokens(max_tokens));
     EXPECT_TRUE(harness.wait_for_ends(1));
     EXPECT_FALSE(harness.outputs["ref"].error.has_value());
@@ -108,19 +109,21 @@ TEST(ArCaptureTest, CapturesEqualARecomputeAfterAPrefixHit) {
     EXPECT_EQ(harness.outputs["hit"].output_ids(), expected_greedy(prompt, 4));
     EXPECT_TRUE(harness.wait_idle_and_clean());
 
-    // A capture that starts later lets the hit cover the blocks before it.
-    auto late_role = hook_role({.open = [](const StagePayload& payload) -> Result<RequestSetup> {
-        OMNI_TRY(RequestSetup setup, read_request_setup(payload));
-        setup.captures = {CaptureSpec{.after_layers = 1, .begin = 10}};
-        return setup;
-    }});
-    Harness late({}, {.num_blocks = 256, .block_size = 4}, std::move(late_role));
+    // A capture that starts later lets the hit cover the blocks before it, and its rows still
+    // equal a whole recompute.
+    const std::vector<CaptureSpec> late_spec = {CaptureSpec{.after_layers = 1, .begin = 10}};
+    Harness late({}, {.num_blocks = 256, .block_size = 4}, capture_role(late_spec));
     late.submit("warm", prompt, params_max_tokens(4));
     ASSERT_TRUE(late.wait_for_ends(1));
     late.submit("hit", prompt, params_max_tokens(4));
     ASSERT_TRUE(late.wait_for_ends(1));
     EXPECT_EQ(late.scheduler().stats().prefix_hit_tokens, 8u);  // two blocks, before 10
     EXPECT_EQ(late.outputs["hit"].output_ids(), expected_greedy(prompt, 4));
+    const std::vector<Rows> late_reference = recomputed(prompt, 4, late_spec);
+    ASSERT_EQ(late_reference.size(), 1u);
+    EXPECT_EQ(late_reference[0].size(), 14u + 3u);  // prompt positions 10..23, 3 decode inputs
+    EXPECT_EQ(captured(late.outputs["hit"]), late_reference);
+    EXPECT_EQ(captured(late.outputs["warm"]), late_reference);
 }
 
 TEST(ArCaptureTest, CapturesEqualARecomputeAfterChunkedPrefillAndPreemption) {

@@ -207,31 +207,19 @@ at::Tensor Qwen3Model::embed(std::span<const SequenceInput> batch,
     } else {
         x = weights_.embed_tokens.index_select(0, token_ids);
     }
-    add_rows(
-        x, batch,
-        [](const SequenceInput& sequence) -> const engine::RowValues* {
-            return sequence.embeddings ? &*sequence.embeddings : nullptr;
-        },
-        /*replace=*/true);
+    std::int64_t offset = 0;
+    for (const SequenceInput& sequence : batch) {
+        if (sequence.embeddings) write_rows(x, offset, *sequence.embeddings, /*replace=*/true);
+        offset += static_cast<std::int64_t>(sequence.tokens.size());
+    }
     return x;
 }
 
-void Qwen3Model::add_rows(at::Tensor& x, std::span<const SequenceInput> batch,
-                          const RowSelector& select, bool replace) const {
-    std::vector<std::int64_t> rows;
-    std::vector<at::Tensor> values;
-    std::int64_t offset = 0;
-    for (const SequenceInput& sequence : batch) {
-        if (const engine::RowValues* chosen = select(sequence)) {
-            for (std::int64_t row : chosen->rows) rows.push_back(offset + row);
-            values.push_back(chosen->values);
-        }
-        offset += static_cast<std::int64_t>(sequence.tokens.size());
-    }
-    if (rows.empty()) return;
-    const at::Tensor index = at::tensor(rows, at::kLong).to(device_);
-    const at::Tensor source =
-        (values.size() == 1 ? values[0] : at::cat(values, 0)).to(device_, dtype_);
+void Qwen3Model::write_rows(at::Tensor& x, std::int64_t offset, const engine::RowValues& values,
+                            bool replace) const {
+    if (values.rows.empty()) return;
+    const at::Tensor index = (at::tensor(values.rows, at::kLong) + offset).to(device_);
+    const at::Tensor source = values.values.to(device_, dtype_);
     if (replace) {
         x.index_copy_(0, index, source);
     } else {
@@ -241,19 +229,13 @@ void Qwen3Model::add_rows(at::Tensor& x, std::span<const SequenceInput> batch,
 
 void Qwen3Model::layer_content(std::int32_t after_layers, at::Tensor& x,
                                std::span<const SequenceInput> batch, ForwardOutput& output) const {
-    for (std::size_t i = 0; i < batch.size(); ++i) {
-        for (const engine::LayerInjection& injection : batch[i].layer_injections) {
-            if (injection.after_layers != after_layers) continue;
-            add_rows(
-                x, batch.subspan(0, i + 1),
-                [&](const SequenceInput& sequence) -> const engine::RowValues* {
-                    return &sequence == &batch[i] ? &injection.add : nullptr;
-                },
-                /*replace=*/false);
-        }
-    }
     std::int64_t offset = 0;
     for (std::size_t i = 0; i < batch.size(); ++i) {
+        for (const engine::LayerInjection& injection : batch[i].layer_injections) {
+            if (injection.after_layers == after_layers) {
+                write_rows(x, offset, injection.add, /*replace=*/false);
+            }
+        }
         const std::vector<engine::CaptureRequest>& captures = batch[i].captures;
         for (std::size_t j = 0; j < captures.size(); ++j) {
             if (captures[j].after_layers != after_layers) continue;

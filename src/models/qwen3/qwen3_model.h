@@ -30,7 +30,6 @@
 #include <c10/core/Device.h>
 
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -93,12 +92,12 @@ class Qwen3Model final : public engine::ModelRunner {
     // Rows, shapes and ranges of a sequence's embeddings, injections, captures and positions.
     [[nodiscard]] Status check_content(const engine::SequenceInput& sequence,
                                        std::int64_t count) const;
-    // Writes (replace) or adds the chosen rows of every sequence into x [batch tokens, hidden].
-    using RowSelector =
-        std::function<const engine::RowValues*(const engine::SequenceInput& sequence)>;
-    void add_rows(at::Tensor& x, std::span<const engine::SequenceInput> batch,
-                  const RowSelector& select, bool replace) const;
-    // After `after_layers` layers: the batch's injections of that depth, then its captures.
+    // Writes (replace) or adds `values` into the rows of x [batch tokens, hidden] of a sequence
+    // whose first row is `offset`.
+    void write_rows(at::Tensor& x, std::int64_t offset, const engine::RowValues& values,
+                    bool replace) const;
+    // After `after_layers` layers: each sequence's injections of that depth, then its captures
+    // (a sequence's captures see its own injections; rows of other sequences are apart).
     void layer_content(std::int32_t after_layers, at::Tensor& x,
                        std::span<const engine::SequenceInput> batch,
                        engine::ForwardOutput& output) const;
