@@ -54,7 +54,9 @@ std::int64_t elements(const Shape& shape) {
     return count;
 }
 
-Result<DecodeFootprint> decode_footprint(const nlohmann::json& json) {
+}  // namespace
+
+Result<DecodeFootprint> text_decode_footprint(const nlohmann::json& json) {
     OMNI_TRY(Qwen3Config config, parse_qwen3_config(json));
     DecodeFootprint footprint{.description = describe(config),
                               .vocab_size = config.vocab_size,
@@ -81,8 +83,6 @@ Result<DecodeFootprint> decode_footprint(const nlohmann::json& json) {
     return footprint;
 }
 
-}  // namespace
-
 Status register_family(FamilyRegistry& registry) {
     return registry.add(ModelFamily{
         .name = "qwen3",
@@ -93,7 +93,7 @@ Status register_family(FamilyRegistry& registry) {
         .serve_by_default = true,
         .make_checkpoint = make,
         .preset_config = preset_config,
-        .decode_footprint = decode_footprint,
+        .decode_footprint = text_decode_footprint,
         .render_chat =
             [](const Value& messages, bool add_generation_prompt, const std::string& who) {
                 return render_chat_prompt(messages, /*enable_thinking=*/true, add_generation_prompt,
