@@ -1,0 +1,86 @@
+// Qwen3 and Qwen3-MoE against Hugging Face transformers: tests/goldens/hf/qwen3_tiny*.safetensors
+// hold transformers' float32 logits for every prompt position and its greedy continuation, for
+// the checkpoints `omnirt make-checkpoint --arch qwen3|qwen3_moe --preset tiny --seed 7
+// --init-std 0.1` writes (scripts/goldens/hf_goldens.py on the GPU machine, docs/gpu.md). The
+// test regenerates the same checkpoint, feeds the prompt one position at a time (the decode path)
+// and checks each position's log-probabilities, then follows the greedy continuation.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/safetensors.h"
+#include "checkpoint/test_support.h"
+#include "models/qwen3/make_checkpoint.h"
+#include "models/qwen3_test_support.h"
+#include "torch_bridge/torch_tensor.h"
+
+namespace omnirt::models::qwen3 {
+namespace {
+
+std::filesystem::path golden_file(const std::string& name) {
+    return std::filesystem::path(OMNIRT_SOURCE_DIR) / "tests/goldens/hf" / (name + ".safetensors");
+}
+
+at::Tensor golden_tensor(const checkpoint::SafetensorsFile& file, const std::string& name) {
+    auto tensor = file.tensor(name);
+    OMNI_CHECK(tensor.has_value(), ("golden tensor " + name).c_str());
+    return torch_bridge::to_torch(*tensor).clone();
+}
+
+class Qwen3HfGoldenTest : public ::testing::TestWithParam<bool> {};  // param: MoE
+
+TEST_P(Qwen3HfGoldenTest, LogprobsAndGreedyTokensMatchTransformers) {
+    const bool moe = GetParam();
+    const auto path = golden_file(moe ? "qwen3_tiny_moe" : "qwen3_tiny");
+    if (!std::filesystem::exists(path)) {
+        GTEST_SKIP() << path
+                     << " is not generated yet (scripts/goldens/hf_goldens.py, docs/gpu.md)";
+    }
+    auto golden = checkpoint::SafetensorsFile::open(path);
+    ASSERT_TRUE(golden.has_value()) << golden.error().to_string();
+    const at::Tensor prompt = golden_tensor(**golden, "prompt");
+    const at::Tensor logits = golden_tensor(**golden, "logits");
+    const at::Tensor greedy = golden_tensor(**golden, "greedy");
+
+    checkpoint::testing::TempDir directory;
+    auto made = make_checkpoint(
+        directory.path(),
+        {.preset = "tiny", .moe = moe, .seed = 7, .dtype = DType::bf16, .init_std = 0.1});
+    ASSERT_TRUE(made.has_value()) << made.error().to_string();
+    auto opened = checkpoint::Checkpoint::open(directory.path());
+    ASSERT_TRUE(opened.has_value());
+    const checkpoint::Checkpoint& ckpt = **opened;
+    auto model = Qwen3Model::create(made->config,
+                                    [&ckpt](const std::string& name) { return ckpt.tensor(name); },
+                                    {.dtype = at::kFloat});
+    ASSERT_TRUE(model.has_value()) << model.error().to_string();
+    auto cache = testing::make_cache(**model, 16, 4);
+    const auto blocks = testing::block_range(0, 16);
+
+    std::int64_t position = 0;
+    auto step = [&](std::int32_t token) {
+        auto output = (*model)->forward(
+            std::vector{testing::sequence_input("a", {token}, position, blocks)}, *cache);
+        OMNI_CHECK(output.has_value(), "forward");
+        ++position;
+        return output->logits[0].to(at::kFloat);
+    };
+    at::Tensor last;
+    for (std::int64_t i = 0; i < prompt.size(0); ++i) {
+        last = step(static_cast<std::int32_t>(prompt[i].item<std::int64_t>()));
+        const double diff =
+            (at::log_softmax(last, -1) - at::log_softmax(logits[i], -1)).abs().max().item<double>();
+        EXPECT_LT(diff, 1e-2) << "position " << i;
+    }
+    for (std::int64_t k = 0; k < greedy.size(0); ++k) {
+        const std::int64_t expected = greedy[k].item<std::int64_t>();
+        ASSERT_EQ(last.argmax().item<std::int64_t>(), expected) << "greedy token " << k;
+        last = step(static_cast<std::int32_t>(expected));
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(DenseAndMoe, Qwen3HfGoldenTest, ::testing::Values(false, true),
+                         [](const auto& info) { return info.param ? "Moe" : "Dense"; });
+
+}  // namespace
+}  // namespace omnirt::models::qwen3
