@@ -1,0 +1,198 @@
+// The Qwen3-Omni thinker (Qwen3Model over `thinker.` with M-RoPE) on a generated tiny checkpoint:
+// text-only prompts equal the same weights run as a plain Qwen3-MoE, and prompts with image and
+// audio features, DeepStack additions and 3-D positions match Hugging Face transformers
+// (tests/goldens/hf/qwen3_omni_tiny.safetensors, from scripts/goldens/hf_goldens.py over the
+// checkpoint `omnirt make-checkpoint --arch qwen3_omni --preset tiny --seed 7 --init-std 0.1`).
+// The media features are transformers' own here, so a mismatch is the thinker's.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/safetensors.h"
+#include "checkpoint/test_support.h"
+#include "engine/kv_cache.h"
+#include "models/qwen3_omni/make_checkpoint.h"
+#include "models/qwen3_omni/thinker_model.h"
+#include "torch_bridge/torch_tensor.h"
+
+namespace omnirt::models::qwen3_omni {
+namespace {
+
+using engine::SequenceInput;
+
+struct Tiny {
+    checkpoint::testing::TempDir directory;
+    std::unique_ptr<checkpoint::Checkpoint> checkpoint;
+    OmniConfig config;
+};
+
+std::unique_ptr<Tiny> make_tiny() {
+    auto tiny = std::make_unique<Tiny>();
+    auto made =
+        make_checkpoint(tiny->directory.path(),
+                        {.preset = "tiny", .seed = 7, .dtype = DType::bf16, .init_std = 0.1});
+    OMNI_CHECK(made.has_value(), made.has_value() ? "" : made.error().to_string().c_str());
+    auto opened = checkpoint::Checkpoint::open(tiny->directory.path());
+    OMNI_CHECK(opened.has_value(), "open");
+    tiny->checkpoint = std::move(*opened);
+    tiny->config = made->config;
+    return tiny;
+}
+
+qwen3::WeightLookup lookup_of(const checkpoint::Checkpoint& checkpoint) {
+    return [&checkpoint](const std::string& name) { return checkpoint.tensor(name); };
+}
+
+std::unique_ptr<engine::KVCache> make_cache(const engine::ModelRunner& model) {
+    auto cache = engine::KVCache::create(model.kv_spec(), 64, 8);
+    OMNI_CHECK(cache.has_value(), "cache");
+    return std::move(*cache);
+}
+
+std::vector<std::int32_t> blocks() {
+    std::vector<std::int32_t> out(64);
+    for (std::int32_t i = 0; i < 64; ++i) out[i] = i;
+    return out;
+}
+
+TEST(OmniThinkerTest, TextOnlyPromptsEqualThePlainQwen3Moe) {
+    auto tiny = make_tiny();
+    auto omni = load_thinker(tiny->config, lookup_of(*tiny->checkpoint));
+    ASSERT_TRUE(omni.has_value()) << omni.error().to_string();
+    EXPECT_EQ((*omni)->capabilities().position_axes, 3);
+    auto plain = qwen3::Qwen3Model::create(tiny->config.thinker_text, lookup_of(*tiny->checkpoint),
+                                           {.weight_prefix = "thinker."});
+    ASSERT_TRUE(plain.has_value()) << plain.error().to_string();
+    auto omni_cache = make_cache(**omni);
+    auto plain_cache = make_cache(**plain);
+    std::vector<std::int32_t> tokens;
+    for (std::int32_t i = 0; i < 23; ++i) tokens.push_back(100 + 37 * i);
+    SequenceInput input{
+        .request_id = "a", .tokens = tokens, .start_position = 0, .block_table = blocks()};
+    auto a = (*omni)->forward(std::vector{input}, *omni_cache);
+    auto b = (*plain)->forward(std::vector{input}, *plain_cache);
+    ASSERT_TRUE(a.has_value() && b.has_value());
+    EXPECT_TRUE(at::allclose(a->logits, b->logits, 1e-5, 1e-5));
+    // Decode steps too (positions start_position + i on all three axes).
+    input.tokens = {7};
+    input.start_position = 23;
+    a = (*omni)->forward(std::vector{input}, *omni_cache);
+    b = (*plain)->forward(std::vector{input}, *plain_cache);
+    ASSERT_TRUE(a.has_value() && b.has_value());
+    EXPECT_TRUE(at::allclose(a->logits, b->logits, 1e-5, 1e-5));
+}
+
+TEST(OmniThinkerTest, BadMropeSectionsAreRefused) {
+    qwen3::Qwen3Config text;
+    text.head_dim = 16;
+    text.rope_scaling = {{"mrope_section", {4, 2, 3}}};
+    EXPECT_EQ(mrope_sections(text).error().code, ErrorCode::invalid_argument);
+    text.rope_scaling = {{"mrope_section", "x"}};
+    EXPECT_EQ(mrope_sections(text).error().code, ErrorCode::invalid_argument);
+    text.rope_scaling = nullptr;
+    EXPECT_EQ(mrope_sections(text).error().code, ErrorCode::invalid_argument);
+    text.rope_scaling = {{"mrope_section", {4, 2, 2}}};
+    EXPECT_TRUE(mrope_sections(text).has_value());
+}
+
+// ---- against transformers ---------------------------------------------------------------------
+
+class Golden {
+  public:
+    static std::unique_ptr<Golden> open() {
+        const auto path = std::filesystem::path(OMNIRT_SOURCE_DIR) /
+                          "tests/goldens/hf/qwen3_omni_tiny.safetensors";
+        if (!std::filesystem::exists(path)) return nullptr;
+        auto file = checkpoint::SafetensorsFile::open(path);
+        OMNI_CHECK(file.has_value(), "golden file");
+        auto golden = std::make_unique<Golden>();
+        golden->file_ = std::move(*file);
+        return golden;
+    }
+    bool has(const std::string& name) const { return file_->tensor(name).has_value(); }
+    at::Tensor get(const std::string& name) const {
+        auto tensor = file_->tensor(name);
+        OMNI_CHECK(tensor.has_value(), ("golden tensor " + name).c_str());
+        return torch_bridge::to_torch(*tensor).clone();
+    }
+    // The first of `names` the file holds.
+    at::Tensor first(std::initializer_list<std::string> names) const {
+        for (const std::string& name : names) {
+            if (has(name)) return get(name);
+        }
+        return {};
+    }
+
+  private:
+    std::unique_ptr<checkpoint::SafetensorsFile> file_;
+};
+
+std::vector<std::int64_t> rows_of(const at::Tensor& ids, std::int64_t token) {
+    std::vector<std::int64_t> rows;
+    for (std::int64_t i = 0; i < ids.size(0); ++i) {
+        if (ids[i].item<std::int64_t>() == token) rows.push_back(i);
+    }
+    return rows;
+}
+
+TEST(OmniThinkerTest, ImageAndAudioPromptMatchesTransformers) {
+    auto golden = Golden::open();
+    if (!golden) GTEST_SKIP() << "tests/goldens/hf/qwen3_omni_tiny.safetensors not generated yet";
+    if (!golden->has("image_audio.positions")) GTEST_SKIP() << "no positions in the goldens";
+    auto tiny = make_tiny();
+    auto model = load_thinker(tiny->config, lookup_of(*tiny->checkpoint));
+    ASSERT_TRUE(model.has_value()) << model.error().to_string();
+    auto cache = make_cache(**model);
+
+    const at::Tensor ids = golden->get("image_audio.input_ids");
+    const auto image_rows = rows_of(ids, tiny->config.ids.image);
+    const auto audio_rows = rows_of(ids, tiny->config.ids.audio);
+    const at::Tensor image =
+        golden->first({"visual_image.pooler_output", "visual_image.last_hidden_state"});
+    // The first audio of the batch is the prompt's; the tower packs both.
+    const at::Tensor audio =
+        golden->first({"audio_tower.last_hidden_state"}).slice(0, 0, audio_rows.size());
+    ASSERT_EQ(image.size(0), static_cast<std::int64_t>(image_rows.size()));
+
+    SequenceInput input{.request_id = "a", .start_position = 0, .block_table = blocks()};
+    for (std::int64_t i = 0; i < ids.size(0); ++i) {
+        input.tokens.push_back(static_cast<std::int32_t>(ids[i].item<std::int64_t>()));
+    }
+    std::vector<std::int64_t> rows = image_rows;
+    rows.insert(rows.end(), audio_rows.begin(), audio_rows.end());
+    at::Tensor values = at::cat({image, audio});
+    // Rows ascending, values alike.
+    std::vector<std::int64_t> order(rows.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::sort(order.begin(), order.end(), [&](auto a, auto b) { return rows[a] < rows[b]; });
+    std::vector<std::int64_t> sorted_rows;
+    for (auto k : order) sorted_rows.push_back(rows[k]);
+    input.embeddings = engine::RowValues{
+        .rows = sorted_rows,
+        .values = values.index_select(
+            0, at::tensor(std::vector<std::int64_t>(order.begin(), order.end())))};
+    for (int k = 0; k < 3; ++k) {
+        const std::string name = "visual_image.deepstack_features." + std::to_string(k);
+        ASSERT_TRUE(golden->has(name)) << name;
+        input.layer_injections.push_back(
+            {.after_layers = k + 1, .add = {.rows = image_rows, .values = golden->get(name)}});
+    }
+    input.positions = golden->get("image_audio.positions").to(at::kLong);
+    input.captures.push_back({.after_layers = 0, .row_begin = 0, .row_end = ids.size(0)});
+    auto output = (*model)->forward(std::vector{input}, *cache);
+    ASSERT_TRUE(output.has_value()) << output.error().to_string();
+
+    const at::Tensor hidden = golden->get("image_audio.hidden_states");
+    EXPECT_LT((output->captures[0][0].to(at::kFloat) - hidden[0]).abs().max().item<double>(), 1e-4);
+    const at::Tensor expected = golden->get("image_audio.last_logits");
+    const double diff = (at::log_softmax(output->logits[0], -1) - at::log_softmax(expected, -1))
+                            .abs()
+                            .max()
+                            .item<double>();
+    EXPECT_LT(diff, 1e-2);
+    EXPECT_EQ(output->logits[0].argmax().item<std::int64_t>(),
+              expected.argmax().item<std::int64_t>());
+}
+
+}  // namespace
+}  // namespace omnirt::models::qwen3_omni
