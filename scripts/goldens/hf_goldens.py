@@ -26,19 +26,21 @@ REPORT = {"sections": {}, "versions": {}}
 
 def section(name):
     def wrap(function):
-        def run(*args, **kwargs):
+        def run(*args, label="", **kwargs):
+            key = f"{name}:{label}" if label else name
+            print(f"[{key}] ...", flush=True)
             start = time.time()
             try:
                 result = function(*args, **kwargs)
-                REPORT["sections"][name] = {"ok": True, "seconds": round(time.time() - start, 2)}
+                REPORT["sections"][key] = {"ok": True, "seconds": round(time.time() - start, 2)}
                 return result
             except Exception:  # noqa: BLE001 - recorded, the other sections go on
-                REPORT["sections"][name] = {
+                REPORT["sections"][key] = {
                     "ok": False,
                     "seconds": round(time.time() - start, 2),
                     "error": traceback.format_exc()[-4000:],
                 }
-                print(f"[{name}] FAILED\n{traceback.format_exc()}", flush=True)
+                print(f"[{key}] FAILED\n{traceback.format_exc()}", flush=True)
                 return None
         return run
     return wrap
@@ -328,8 +330,8 @@ def main():
     REPORT["versions"] = {"torch": torch.__version__, "transformers": transformers.__version__,
                           "python": sys.version.split()[0]}
 
-    qwen3_goldens(args.qwen3, "qwen3_tiny", args.out)
-    qwen3_goldens(args.qwen3_moe, "qwen3_tiny_moe", args.out)
+    qwen3_goldens(args.qwen3, "qwen3_tiny", args.out, label="dense")
+    qwen3_goldens(args.qwen3_moe, "qwen3_tiny_moe", args.out, label="moe")
 
     with open(os.path.join(args.omni, "config.json")) as f:
         config = json.load(f)
@@ -341,10 +343,10 @@ def main():
         omni_audio_tower(model, inputs, omni)
         omni_visual(model, inputs, omni)
         audio_count = audio_output_length(int(inputs["audio_lengths"][0]))
-        omni_thinker(model, config, nl, inputs, omni, "text", [], False)
+        omni_thinker(model, config, nl, inputs, omni, "text", [], False, label="text")
         omni_thinker(model, config, nl, inputs, omni, "image_audio",
-                     [("image", 6), ("audio", audio_count)], True)
-        omni_thinker(model, config, nl, inputs, omni, "video", [("video", 8)], False)
+                     [("image", 6), ("audio", audio_count)], True, label="image_audio")
+        omni_thinker(model, config, nl, inputs, omni, "video", [("video", 8)], False, label="video")
         omni_code2wav(model, omni)
         save(omni, os.path.join(args.out, "qwen3_omni_tiny.safetensors"))
         omni_generate(model, config, nl, inputs, omni)
