@@ -188,7 +188,10 @@ def omni_thinker(model, config, nl, inputs, tensors, name, media, use_audio):
         kwargs.update(input_features=inputs["audio_features"][:1],
                       feature_attention_mask=inputs["audio_mask"][:1])
     with torch.no_grad():
-        output = model.thinker(input_ids=prompt, output_hidden_states=True, **kwargs)
+        # With an attention mask the thinker computes its 3-D positions (get_rope_index);
+        # without one transformers 5.17 falls back to 0..n-1 on every axis.
+        output = model.thinker(input_ids=prompt, attention_mask=torch.ones_like(prompt),
+                               output_hidden_states=True, **kwargs)
     tensors[f"{name}.input_ids"] = prompt[0].clone()
     tensors[f"{name}.last_logits"] = f32(output.logits[0, -1])
     tensors[f"{name}.logits_top"] = output.logits[0].topk(8, dim=-1).indices.contiguous()
@@ -219,13 +222,15 @@ def omni_generate(model, config, nl, inputs, tensors):
 
     handle = model.code2wav.register_forward_hook(hook, with_kwargs=True)
     audio_count = audio_output_length(int(inputs["audio_lengths"][0]))
-    prompt = omni_prompt(config, nl, [("image", 6), ("audio", audio_count)])
+    # Image only: transformers 5.17's talker fails on prompts with audio (its get_rope_index
+    # reads config.audio_config, which the talker config does not have).
+    prompt = omni_prompt(config, nl, [("image", 6)])
     try:
         with torch.no_grad():
             result = model.generate(
                 input_ids=prompt, pixel_values=inputs["image_pixels"],
-                image_grid_thw=inputs["image_grid"], input_features=inputs["audio_features"][:1],
-                feature_attention_mask=inputs["audio_mask"][:1], speaker="Ethan",
+                image_grid_thw=inputs["image_grid"], attention_mask=torch.ones_like(prompt),
+                speaker="Ethan",
                 thinker_max_new_tokens=6, thinker_do_sample=False, talker_max_new_tokens=10,
                 talker_do_sample=False, return_audio=True)
     finally:

@@ -43,6 +43,14 @@ OmniTokenizerFiles omni_tokenizer_files() {
         decoder[std::to_string(real_id(std::stoll(key)))] = value;
     }
     files.tokenizer_config["added_tokens_decoder"] = std::move(decoder);
+    // The processor finds its placeholders through these tokenizer attributes.
+    const ordered_json named = {
+        {"audio_bos_token", "<|audio_start|>"}, {"audio_eos_token", "<|audio_end|>"},
+        {"audio_token", "<|audio_pad|>"},       {"image_token", "<|image_pad|>"},
+        {"video_token", "<|video_pad|>"},       {"vision_bos_token", "<|vision_start|>"},
+        {"vision_eos_token", "<|vision_end|>"}};
+    for (const auto& [key, value] : named.items()) files.tokenizer_config[key] = value;
+    files.tokenizer_config["extra_special_tokens"] = named;
     OmniTokenIds& roles = files.role_ids;
     roles.system = single_token(tiny, "system", roles.system);
     roles.user = single_token(tiny, "user", roles.user);
