@@ -149,7 +149,10 @@ at::Tensor AudioEncoder::embed(const std::vector<at::Tensor>& mels) const {
         }
     }
     const auto chunks = static_cast<std::int64_t>(chunk_frames.size());
-    const std::int64_t longest = *std::max_element(chunk_frames.begin(), chunk_frames.end());
+    const std::int64_t longest =
+        options_.chunk_padding == AudioChunkPadding::full_chunk
+            ? chunk
+            : *std::max_element(chunk_frames.begin(), chunk_frames.end());
     // Step 1: [chunks, 1, mel bins, longest], zero right padding.
     at::Tensor padded = at::zeros({chunks, 1, config_.num_mel_bins, longest}, options);
     std::int64_t index = 0;

@@ -15,9 +15,15 @@
 //      window_tokens() (104) consecutive tokens of one audio (the last window shorter), never
 //      across windows or audios;
 //   7. ln_post -> proj1 -> GELU -> proj2.
-// Zero padding of a short chunk is what the convolutions' own zero padding reads anyway, and
-// windows never cross audios, so an audio's result does not depend on the rest of the batch
-// (up to float rounding of batched kernels).
+// Chunk padding (AudioChunkPadding): the second and third convolutions read one position past
+// the last valid frame of a short chunk, which holds GELU(bias) of the padded frames, not zero,
+// so the padding length changes the tail tokens of a short chunk. transformers pads to the
+// longest chunk of the batch: 2 * n_window whenever any audio of the batch is at least that long,
+// otherwise the longest audio, so its result for an audio shorter than one chunk depends on the
+// batch. We pad every chunk to 2 * n_window (full_chunk, the default): the same as transformers
+// for every batch holding an audio of at least 1 s, and an audio's result never depends on the
+// rest of the batch (up to float rounding of batched kernels); windows never cross audios either.
+// longest_in_batch reproduces transformers exactly, for golden tests of short audios.
 //
 // Weights (prefix `thinker.audio_tower.` by default; shapes from the config):
 //   conv2d1.{weight [C, 1, 3, 3], bias [C]}, conv2d2 / conv2d3.{weight [C, C, 3, 3], bias [C]}
@@ -52,10 +58,14 @@ namespace omnirt::models::qwen3_omni {
 
 inline constexpr std::string_view kAudioEncoderPrefix = "thinker.audio_tower.";
 
+// How chunks shorter than 2 * n_window are padded before the convolutions (see above).
+enum class AudioChunkPadding : std::uint8_t { full_chunk, longest_in_batch };
+
 struct AudioEncoderOptions {
     at::ScalarType dtype = at::kFloat;
     at::Device device = at::kCPU;
     std::string prefix = std::string(kAudioEncoderPrefix);
+    AudioChunkPadding chunk_padding = AudioChunkPadding::full_chunk;
 };
 
 // The sinusoid position table transformers builds: row p = [sin(p * inv), cos(p * inv)] with

@@ -237,7 +237,7 @@ Result<std::vector<VisionItemOutput>> VisionEncoder::forward(
     OMNI_RETURN_IF_ERROR(check_input(pixel_values, grids));
     try {
         at::NoGradGuard no_grad;
-        const std::int64_t merge = config_.spatial_merge_size;
+        const std::int64_t merge_size = config_.spatial_merge_size;
         const at::TensorOptions options =
             at::TensorOptions(options_.dtype).device(options_.device);
         // Steps 1-2.
@@ -247,8 +247,8 @@ Result<std::vector<VisionItemOutput>> VisionEncoder::forward(
         std::vector<std::int64_t> segments;
         for (const GridThw& grid : grids) {
             positions.push_back(
-                interpolated_position_embedding(weights_.position_table, grid, merge));
-            coordinates.push_back(vision_patch_coordinates(grid, merge));
+                interpolated_position_embedding(weights_.position_table, grid, merge_size));
+            coordinates.push_back(vision_patch_coordinates(grid, merge_size));
             for (std::int64_t group = 0; group < grid.t; ++group) segments.push_back(grid.h * grid.w);
         }
         x = x + at::cat(positions);
