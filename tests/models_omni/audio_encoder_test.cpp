@@ -283,8 +283,8 @@ TEST(AudioEncoder, LoadsABfloat16SafetensorsCheckpoint) {
     auto parsed = audio_encoder_config_of((*opened)->config());
     ASSERT_TRUE(parsed.has_value()) << parsed.error().to_string();
     const checkpoint::Checkpoint& source = **opened;
-    auto encoder = AudioEncoder::load(
-        *parsed, [&](const std::string& name) { return source.tensor(name); });
+    auto encoder =
+        AudioEncoder::load(*parsed, [&](const std::string& name) { return source.tensor(name); });
     ASSERT_TRUE(encoder.has_value()) << encoder.error().to_string();
     const at::Tensor mel = random_mel(321, 5);
     auto out = (*encoder)->forward({mel});
@@ -333,9 +333,9 @@ TEST(AudioEncoder, InputErrorsNameTheAudio) {
     const WeightMap w = audio_weights(config, 10);
     const auto encoder = make_encoder(config, w);
     EXPECT_FALSE(encoder->forward({}).has_value());
-    for (const at::Tensor& bad : {at::zeros({80, 10}), at::zeros({128, 0}), at::zeros({128}),
-                                  at::zeros({1, 128, 10}), at::zeros({128, 10}, at::kLong),
-                                  at::Tensor()}) {
+    for (const at::Tensor& bad :
+         {at::zeros({80, 10}), at::zeros({128, 0}), at::zeros({128}), at::zeros({1, 128, 10}),
+          at::zeros({128, 10}, at::kLong), at::Tensor()}) {
         auto out = encoder->forward({random_mel(10, 1), bad});
         ASSERT_FALSE(out.has_value());
         EXPECT_EQ(out.error().code, ErrorCode::invalid_argument);

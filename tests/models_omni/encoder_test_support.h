@@ -107,9 +107,9 @@ inline WeightMap vision_weights(const VisionEncoderConfig& config, std::uint64_t
     WeightMap map;
     const std::int64_t h = config.hidden_size;
     const std::int64_t merged = config.merged_hidden_size();
-    map[prefix + "patch_embed.proj.weight"] =
-        random_weight("patch", {h, config.in_channels, config.temporal_patch_size,
-                                config.patch_size, config.patch_size});
+    map[prefix + "patch_embed.proj.weight"] = random_weight(
+        "patch",
+        {h, config.in_channels, config.temporal_patch_size, config.patch_size, config.patch_size});
     map[prefix + "patch_embed.proj.bias"] = random_weight("bias", {h});
     map[prefix + "pos_embed.weight"] =
         random_weight("pos_embed.weight", {config.num_position_embeddings, h});

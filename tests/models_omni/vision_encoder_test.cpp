@@ -52,8 +52,8 @@ std::vector<std::pair<std::int64_t, std::int64_t>> merge_block_order(const GridT
 at::Tensor reference_positions(const at::Tensor& table, const GridThw& grid) {
     const at::Tensor t64 = table.to(at::kDouble);
     const auto order = merge_block_order(grid);
-    at::Tensor out = at::zeros({static_cast<std::int64_t>(order.size()), table.size(1)},
-                               at::kDouble);
+    at::Tensor out =
+        at::zeros({static_cast<std::int64_t>(order.size()), table.size(1)}, at::kDouble);
     for (std::size_t i = 0; i < order.size(); ++i) {
         const auto [row, col] = order[i];
         const double source_row = grid.h == 1 ? 0.0 : row * 47.0 / (grid.h - 1);
@@ -79,9 +79,9 @@ at::Tensor rotate(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& 
 
 at::Tensor reference_merger(const WeightMap& w, const std::string& name, const at::Tensor& x,
                             bool norm_after) {
-    const at::Tensor grouped =
-        norm_after ? norm_of(w, name + ".ln_q", x.reshape({-1, 4 * x.size(1)}))
-                   : norm_of(w, name + ".ln_q", x).reshape({-1, 4 * x.size(1)});
+    const at::Tensor grouped = norm_after
+                                   ? norm_of(w, name + ".ln_q", x.reshape({-1, 4 * x.size(1)}))
+                                   : norm_of(w, name + ".ln_q", x).reshape({-1, 4 * x.size(1)});
     return linear_of(w, name + ".mlp.2", at::gelu(linear_of(w, name + ".mlp.0", grouped)));
 }
 
@@ -117,14 +117,16 @@ VisionItemOutput reference_vision(const VisionEncoderConfig& config, const Weigh
     VisionItemOutput out;
     for (std::int64_t b = 0; b < config.depth; ++b) {
         const std::string block = p + "blocks." + std::to_string(b) + ".";
-        const at::Tensor qkv =
-            linear_of(w, block + "attn.qkv", norm_of(w, block + "norm1", x)).view({n, 3, heads, -1});
+        const at::Tensor qkv = linear_of(w, block + "attn.qkv", norm_of(w, block + "norm1", x))
+                                   .view({n, 3, heads, -1});
         const at::Tensor q = rotate(qkv.select(1, 0), cos, sin);
         const at::Tensor k = rotate(qkv.select(1, 1), cos, sin);
         const at::Tensor v = qkv.select(1, 2);
         std::vector<at::Tensor> parts;
         for (std::int64_t start = 0; start < n; start += group) {
-            auto part = [&](const at::Tensor& t) { return t.narrow(0, start, group).transpose(0, 1); };
+            auto part = [&](const at::Tensor& t) {
+                return t.narrow(0, start, group).transpose(0, 1);
+            };
             const at::Tensor scores =
                 (at::matmul(part(q), part(k).transpose(1, 2)) / std::sqrt(double(head_dim)))
                     .softmax(-1);

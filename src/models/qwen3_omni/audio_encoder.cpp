@@ -24,12 +24,12 @@ Result<AudioEncoder::Layer> read_layer(const AudioEncoderConfig& config,
     AudioEncoder::Layer layer;
     OMNI_TRY(layer.attention_norm,
              read_layer_norm(reader, prefix + "self_attn_layer_norm", width, "d_model"));
-    OMNI_TRY(const LinearWeights q, read_linear(reader, prefix + "self_attn.q_proj", width, width,
-                                                square));
-    OMNI_TRY(const LinearWeights k, read_linear(reader, prefix + "self_attn.k_proj", width, width,
-                                                square));
-    OMNI_TRY(const LinearWeights v, read_linear(reader, prefix + "self_attn.v_proj", width, width,
-                                                square));
+    OMNI_TRY(const LinearWeights q,
+             read_linear(reader, prefix + "self_attn.q_proj", width, width, square));
+    OMNI_TRY(const LinearWeights k,
+             read_linear(reader, prefix + "self_attn.k_proj", width, width, square));
+    OMNI_TRY(const LinearWeights v,
+             read_linear(reader, prefix + "self_attn.v_proj", width, width, square));
     OMNI_TRY(layer.out_proj,
              read_linear(reader, prefix + "self_attn.out_proj", width, width, square));
     OMNI_TRY(layer.mlp_norm,
@@ -72,8 +72,8 @@ Result<std::unique_ptr<AudioEncoder>> AudioEncoder::load(const AudioEncoderConfi
                                                          const WeightLookup& lookup,
                                                          AudioEncoderOptions options) {
     OMNI_RETURN_IF_ERROR(validate(config));
-    OMNI_RETURN_IF_ERROR(check_encoder_dtype("Qwen3-Omni audio encoder", options.dtype,
-                                             options.device));
+    OMNI_RETURN_IF_ERROR(
+        check_encoder_dtype("Qwen3-Omni audio encoder", options.dtype, options.device));
     const EncoderWeightReader reader(lookup, options.prefix, options.dtype, options.device);
     const std::int64_t channels = config.downsample_hidden_size;
     const std::int64_t width = config.d_model;
@@ -98,8 +98,8 @@ Result<std::unique_ptr<AudioEncoder>> AudioEncoder::load(const AudioEncoderConfi
         OMNI_TRY(weights.proj1, read_linear(reader, "proj1", width, width, "d_model, d_model"));
         OMNI_TRY(weights.proj2,
                  read_linear(reader, "proj2", config.output_dim, width, "output_dim, d_model"));
-        weights.positions = audio_sinusoid_table(config.max_source_positions, width)
-                                .to(options.device);
+        weights.positions =
+            audio_sinusoid_table(config.max_source_positions, width).to(options.device);
     } catch (const std::exception&) {
         return fail(ErrorCode::resource_exhausted, "Qwen3-Omni audio encoder: cannot load: " +
                                                        torch_bridge::current_exception_text());
@@ -125,10 +125,9 @@ Status AudioEncoder::check_input(const std::vector<at::Tensor>& mels) const {
                 }
                 shape += "]";
             }
-            return fail(ErrorCode::invalid_argument,
-                        what + ": log-mel features must be [" +
-                            std::to_string(config_.num_mel_bins) + ", frames >= 1], not " +
-                            shape);
+            return fail(ErrorCode::invalid_argument, what + ": log-mel features must be [" +
+                                                         std::to_string(config_.num_mel_bins) +
+                                                         ", frames >= 1], not " + shape);
         }
         if (!at::isFloatingType(mel.scalar_type())) {
             return fail(ErrorCode::invalid_argument,
@@ -149,10 +148,9 @@ at::Tensor AudioEncoder::embed(const std::vector<at::Tensor>& mels) const {
         }
     }
     const auto chunks = static_cast<std::int64_t>(chunk_frames.size());
-    const std::int64_t longest =
-        options_.chunk_padding == AudioChunkPadding::full_chunk
-            ? chunk
-            : *std::max_element(chunk_frames.begin(), chunk_frames.end());
+    const std::int64_t longest = options_.chunk_padding == AudioChunkPadding::full_chunk
+                                     ? chunk
+                                     : *std::max_element(chunk_frames.begin(), chunk_frames.end());
     // Step 1: [chunks, 1, mel bins, longest], zero right padding.
     at::Tensor padded = at::zeros({chunks, 1, config_.num_mel_bins, longest}, options);
     std::int64_t index = 0;
@@ -174,8 +172,8 @@ at::Tensor AudioEncoder::embed(const std::vector<at::Tensor>& mels) const {
     const at::Tensor features = convolved.size() == 1 ? convolved[0] : at::cat(convolved);
     // Step 3: [chunks, time, channels * freq], channel-major, then conv_out.
     const std::int64_t time = features.size(3);
-    at::Tensor x = linear(features.permute({0, 3, 1, 2}).reshape({chunks, time, -1}),
-                          weights_.conv_out);
+    at::Tensor x =
+        linear(features.permute({0, 3, 1, 2}).reshape({chunks, time, -1}), weights_.conv_out);
     // Step 4: positions restart in every chunk.
     x = x + weights_.positions.narrow(0, 0, time).to(options_.dtype).unsqueeze(0);
     // Step 5: each chunk's valid rows, in order.
@@ -185,8 +183,7 @@ at::Tensor AudioEncoder::embed(const std::vector<at::Tensor>& mels) const {
             audio_chunk_output_length(chunk_frames[static_cast<std::size_t>(c)]);
         for (std::int64_t row = 0; row < valid; ++row) rows.push_back(c * time + row);
     }
-    const at::Tensor row_index =
-        at::tensor(rows, at::TensorOptions(at::kLong)).to(options_.device);
+    const at::Tensor row_index = at::tensor(rows, at::TensorOptions(at::kLong)).to(options_.device);
     return x.reshape({chunks * time, config_.d_model}).index_select(0, row_index);
 }
 
@@ -203,7 +200,8 @@ void AudioEncoder::encoder_layer(const Layer& layer, at::Tensor& x,
     const at::Tensor attended = segment_attention(part(0), part(1), part(2), windows,
                                                   1.0 / std::sqrt(static_cast<double>(head_dim)));
     x = x + linear(attended, layer.out_proj);
-    const at::Tensor hidden = at::gelu(linear(layer_norm(x, layer.mlp_norm, kLayerNormEps), layer.fc1));
+    const at::Tensor hidden =
+        at::gelu(linear(layer_norm(x, layer.mlp_norm, kLayerNormEps), layer.fc1));
     x = x + linear(hidden, layer.fc2);
     if (x.scalar_type() == at::kHalf) {
         // transformers clamps float16 activations short of infinity.

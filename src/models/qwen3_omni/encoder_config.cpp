@@ -94,8 +94,7 @@ class Reader {
         return ok_status();
     }
 
-    Status integer_list(std::string_view key, std::vector<std::int64_t>& out,
-                        bool required) const {
+    Status integer_list(std::string_view key, std::vector<std::int64_t>& out, bool required) const {
         std::string_view found;
         const json* value = find({key}, found);
         if (value == nullptr) {
@@ -210,14 +209,13 @@ Result<VisionEncoderConfig> parse_vision_encoder_config(const json& object) {
     OMNI_RETURN_IF_ERROR(reader.integer({"in_channels", "in_chans"}, config.in_channels, false));
     OMNI_RETURN_IF_ERROR(
         reader.integer({"patch_size", "spatial_patch_size"}, config.patch_size, true));
-    OMNI_RETURN_IF_ERROR(
-        reader.integer({"temporal_patch_size"}, config.temporal_patch_size, true));
+    OMNI_RETURN_IF_ERROR(reader.integer({"temporal_patch_size"}, config.temporal_patch_size, true));
     OMNI_RETURN_IF_ERROR(reader.integer({"spatial_merge_size"}, config.spatial_merge_size, true));
     OMNI_RETURN_IF_ERROR(
         reader.integer({"num_position_embeddings"}, config.num_position_embeddings, true));
     OMNI_RETURN_IF_ERROR(reader.integer({"out_hidden_size"}, config.out_hidden_size, true));
-    OMNI_RETURN_IF_ERROR(reader.integer_list("deepstack_visual_indexes",
-                                             config.deepstack_visual_indexes, true));
+    OMNI_RETURN_IF_ERROR(
+        reader.integer_list("deepstack_visual_indexes", config.deepstack_visual_indexes, true));
     OMNI_RETURN_IF_ERROR(reader.string("hidden_act", config.hidden_act));
     OMNI_RETURN_IF_ERROR(reader.number("rope_theta", config.rope_theta));
     std::string_view found;
@@ -254,8 +252,8 @@ Status validate(const AudioEncoderConfig& config) {
     OMNI_RETURN_IF_ERROR(in_range(reader, "num_mel_bins", config.num_mel_bins, 4096));
     OMNI_RETURN_IF_ERROR(in_range(reader, "d_model", config.d_model, kMaxWidth));
     OMNI_RETURN_IF_ERROR(in_range(reader, "encoder_layers", config.encoder_layers, kMaxLayers));
-    OMNI_RETURN_IF_ERROR(in_range(reader, "encoder_attention_heads",
-                                  config.encoder_attention_heads, config.d_model));
+    OMNI_RETURN_IF_ERROR(in_range(reader, "encoder_attention_heads", config.encoder_attention_heads,
+                                  config.d_model));
     OMNI_RETURN_IF_ERROR(in_range(reader, "encoder_ffn_dim", config.encoder_ffn_dim, kMaxWidth));
     OMNI_RETURN_IF_ERROR(
         in_range(reader, "downsample_hidden_size", config.downsample_hidden_size, kMaxWidth));
@@ -280,8 +278,7 @@ Status validate(const AudioEncoderConfig& config) {
                             std::to_string(config.chunk_frames()));
     }
     if (config.max_source_positions < config.chunk_tokens()) {
-        return reader.error("max_source_positions (" +
-                            std::to_string(config.max_source_positions) +
+        return reader.error("max_source_positions (" + std::to_string(config.max_source_positions) +
                             ") is shorter than the tokens of one chunk (" +
                             std::to_string(config.chunk_tokens()) + ")");
     }
@@ -309,11 +306,10 @@ Status validate(const VisionEncoderConfig& config) {
         in_range(reader, "intermediate_size", config.intermediate_size, kMaxWidth));
     OMNI_RETURN_IF_ERROR(in_range(reader, "in_channels", config.in_channels, 64));
     OMNI_RETURN_IF_ERROR(in_range(reader, "patch_size", config.patch_size, 1024));
-    OMNI_RETURN_IF_ERROR(
-        in_range(reader, "temporal_patch_size", config.temporal_patch_size, 1024));
+    OMNI_RETURN_IF_ERROR(in_range(reader, "temporal_patch_size", config.temporal_patch_size, 1024));
     OMNI_RETURN_IF_ERROR(in_range(reader, "spatial_merge_size", config.spatial_merge_size, 64));
-    OMNI_RETURN_IF_ERROR(in_range(reader, "num_position_embeddings",
-                                  config.num_position_embeddings, 1 << 24));
+    OMNI_RETURN_IF_ERROR(
+        in_range(reader, "num_position_embeddings", config.num_position_embeddings, 1 << 24));
     OMNI_RETURN_IF_ERROR(in_range(reader, "out_hidden_size", config.out_hidden_size, kMaxWidth));
     if (config.hidden_size % config.num_heads != 0) {
         return reader.error("hidden_size (" + std::to_string(config.hidden_size) +
@@ -338,8 +334,7 @@ Status validate(const VisionEncoderConfig& config) {
     for (std::int64_t index : config.deepstack_visual_indexes) {
         if (index < 0 || index >= config.depth) {
             return reader.error("deepstack_visual_indexes entry " + std::to_string(index) +
-                                " is outside the blocks [0, " + std::to_string(config.depth) +
-                                ")");
+                                " is outside the blocks [0, " + std::to_string(config.depth) + ")");
         }
         if (!seen.insert(index).second) {
             return reader.error("deepstack_visual_indexes lists " + std::to_string(index) +

@@ -72,7 +72,9 @@ struct VisionEncoderConfig {
     // in_channels * temporal_patch_size * patch_size^2 (1536): one row of pixel_values.
     [[nodiscard]] std::int64_t patch_features() const;
     // spatial_merge_size^2 (4): patches per thinker token.
-    [[nodiscard]] std::int64_t merge_unit() const { return spatial_merge_size * spatial_merge_size; }
+    [[nodiscard]] std::int64_t merge_unit() const {
+        return spatial_merge_size * spatial_merge_size;
+    }
     // hidden_size * merge_unit() (4608): width of a merged token.
     [[nodiscard]] std::int64_t merged_hidden_size() const { return hidden_size * merge_unit(); }
     // Side of the learned position grid (48).

@@ -83,24 +83,22 @@ Result<at::Tensor> EncoderWeightReader::get(const std::string& name,
     auto tensor = lookup_(full_name);
     if (!tensor.has_value()) return fail(tensor.error().with_context("weight '" + full_name + "'"));
     const DType dtype = tensor->dtype();
-    if (dtype != DType::f32 && dtype != DType::bf16 && dtype != DType::f16 &&
-        dtype != DType::f64) {
+    if (dtype != DType::f32 && dtype != DType::bf16 && dtype != DType::f16 && dtype != DType::f64) {
         return fail(ErrorCode::invalid_argument,
                     "weight '" + full_name + "' has a non-floating dtype");
     }
     const at::Tensor source = torch_bridge::to_torch(*tensor);
     if (source.sizes() != at::IntArrayRef(expected)) {
         return fail(ErrorCode::invalid_argument, "weight '" + full_name + "' has shape " +
-                                                     shape_string(source.sizes()) +
-                                                     ", expected " + shape_string(expected) +
-                                                     " (" + meaning + ")");
+                                                     shape_string(source.sizes()) + ", expected " +
+                                                     shape_string(expected) + " (" + meaning + ")");
     }
     try {
         return source.to(device_, dtype_).contiguous();
     } catch (const std::exception&) {
-        return fail(ErrorCode::resource_exhausted, "weight '" + full_name +
-                                                       "': cannot convert it: " +
-                                                       torch_bridge::current_exception_text());
+        return fail(ErrorCode::resource_exhausted,
+                    "weight '" + full_name +
+                        "': cannot convert it: " + torch_bridge::current_exception_text());
     }
 }
 
@@ -116,9 +114,8 @@ Result<LinearWeights> read_linear(const EncoderWeightReader& reader, const std::
     return layer;
 }
 
-Result<LayerNormWeights> read_layer_norm(const EncoderWeightReader& reader,
-                                         const std::string& name, std::int64_t width,
-                                         const std::string& meaning) {
+Result<LayerNormWeights> read_layer_norm(const EncoderWeightReader& reader, const std::string& name,
+                                         std::int64_t width, const std::string& meaning) {
     LayerNormWeights norm;
     OMNI_TRY(norm.weight, reader.get(name + ".weight", {width}, meaning));
     OMNI_TRY(norm.bias, reader.get(name + ".bias", {width}, meaning));

@@ -68,13 +68,11 @@ struct LayerNormWeights {
                                                 bool bias = true);
 // Reads name.weight and name.bias, both [width].
 [[nodiscard]] Result<LayerNormWeights> read_layer_norm(const EncoderWeightReader& reader,
-                                                       const std::string& name,
-                                                       std::int64_t width,
+                                                       const std::string& name, std::int64_t width,
                                                        const std::string& meaning);
 
 [[nodiscard]] at::Tensor linear(const at::Tensor& x, const LinearWeights& layer);
-[[nodiscard]] at::Tensor layer_norm(const at::Tensor& x, const LayerNormWeights& norm,
-                                    double eps);
+[[nodiscard]] at::Tensor layer_norm(const at::Tensor& x, const LayerNormWeights& norm, double eps);
 
 // Softmax attention of q, k, v [tokens, heads, head_dim] (one dtype and device) inside each
 // segment: the tokens are cut into consecutive segments of `lengths` (summing to tokens), and a
@@ -90,7 +88,6 @@ struct LayerNormWeights {
 // [heads, patches, patches] at once. The same values as attending with a block-diagonal mask.
 [[nodiscard]] at::Tensor segment_attention(const at::Tensor& q, const at::Tensor& k,
                                            const at::Tensor& v,
-                                           const std::vector<std::int64_t>& lengths,
-                                           double scale);
+                                           const std::vector<std::int64_t>& lengths, double scale);
 
 }  // namespace omnirt::models::qwen3_omni

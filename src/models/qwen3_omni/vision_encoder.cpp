@@ -27,8 +27,8 @@ Result<VisionEncoder::Block> read_block(const VisionEncoderConfig& config,
     OMNI_TRY(block.norm2, read_layer_norm(reader, prefix + "norm2", hidden, "hidden_size"));
     OMNI_TRY(block.qkv, read_linear(reader, prefix + "attn.qkv", 3 * hidden, hidden,
                                     "3 * hidden_size, hidden_size"));
-    OMNI_TRY(block.proj, read_linear(reader, prefix + "attn.proj", hidden, hidden,
-                                     "hidden_size, hidden_size"));
+    OMNI_TRY(block.proj,
+             read_linear(reader, prefix + "attn.proj", hidden, hidden, "hidden_size, hidden_size"));
     OMNI_TRY(block.fc1, read_linear(reader, prefix + "mlp.linear_fc1", config.intermediate_size,
                                     hidden, "intermediate_size, hidden_size"));
     OMNI_TRY(block.fc2, read_linear(reader, prefix + "mlp.linear_fc2", hidden,
@@ -43,15 +43,13 @@ Result<VisionEncoder::Merger> read_merger(const VisionEncoderConfig& config,
     VisionEncoder::Merger merger;
     merger.norm_after_grouping = norm_after_grouping;
     OMNI_TRY(merger.norm,
-             read_layer_norm(reader, name + ".ln_q",
-                             norm_after_grouping ? merged : config.hidden_size,
-                             norm_after_grouping ? "hidden_size * spatial_merge_size^2"
-                                                 : "hidden_size"));
+             read_layer_norm(
+                 reader, name + ".ln_q", norm_after_grouping ? merged : config.hidden_size,
+                 norm_after_grouping ? "hidden_size * spatial_merge_size^2" : "hidden_size"));
     OMNI_TRY(merger.fc1, read_linear(reader, name + ".mlp.0", merged, merged,
                                      "hidden_size * spatial_merge_size^2 (twice)"));
-    OMNI_TRY(merger.fc2,
-             read_linear(reader, name + ".mlp.2", config.out_hidden_size, merged,
-                         "out_hidden_size, hidden_size * spatial_merge_size^2"));
+    OMNI_TRY(merger.fc2, read_linear(reader, name + ".mlp.2", config.out_hidden_size, merged,
+                                     "out_hidden_size, hidden_size * spatial_merge_size^2"));
     return merger;
 }
 
@@ -113,8 +111,7 @@ at::Tensor interpolated_position_embedding(const at::Tensor& table, const GridTh
         table.index_select(0, taps(row_ceil, col_ceil)) * weight(dh, dw);
     // Row-major [h, w] -> merge-block order, repeated for every temporal group.
     const std::int64_t hidden = table.size(1);
-    return embedded
-        .view({grid.h / merge_size, merge_size, grid.w / merge_size, merge_size, hidden})
+    return embedded.view({grid.h / merge_size, merge_size, grid.w / merge_size, merge_size, hidden})
         .permute({0, 2, 1, 3, 4})
         .reshape({-1, hidden})
         .repeat({grid.t, 1});
@@ -124,8 +121,8 @@ Result<std::unique_ptr<VisionEncoder>> VisionEncoder::load(const VisionEncoderCo
                                                            const WeightLookup& lookup,
                                                            VisionEncoderOptions options) {
     OMNI_RETURN_IF_ERROR(validate(config));
-    OMNI_RETURN_IF_ERROR(check_encoder_dtype("Qwen3-Omni vision encoder", options.dtype,
-                                             options.device));
+    OMNI_RETURN_IF_ERROR(
+        check_encoder_dtype("Qwen3-Omni vision encoder", options.dtype, options.device));
     const EncoderWeightReader reader(lookup, options.prefix, options.dtype, options.device);
     const std::int64_t hidden = config.hidden_size;
     Weights weights;
@@ -192,8 +189,8 @@ Status VisionEncoder::check_input(const at::Tensor& pixel_values,
             return fail(ErrorCode::invalid_argument, what + "too many patches in one batch");
         }
     }
-    if (!pixel_values.defined() || pixel_values.dim() != 2 ||
-        pixel_values.size(0) != patches || pixel_values.size(1) != config_.patch_features() ||
+    if (!pixel_values.defined() || pixel_values.dim() != 2 || pixel_values.size(0) != patches ||
+        pixel_values.size(1) != config_.patch_features() ||
         !at::isFloatingType(pixel_values.scalar_type())) {
         return fail(ErrorCode::invalid_argument,
                     what + "pixel_values must be floating [" + std::to_string(patches) + ", " +
@@ -219,8 +216,8 @@ void VisionEncoder::block(const Block& weights, at::Tensor& x, const at::Tensor&
     const std::int64_t head_dim = config_.head_dim();
     const double eps = config_.layer_norm_eps;
     // [tokens, 3, heads, d]: q, k, v.
-    const at::Tensor qkv = linear(layer_norm(x, weights.norm1, eps), weights.qkv)
-                               .view({tokens, 3, heads, head_dim});
+    const at::Tensor qkv =
+        linear(layer_norm(x, weights.norm1, eps), weights.qkv).view({tokens, 3, heads, head_dim});
     const at::Tensor q = apply_rotary(qkv.select(1, 0), cos, sin);
     const at::Tensor k = apply_rotary(qkv.select(1, 1), cos, sin);
     const at::Tensor v = qkv.select(1, 2);
@@ -238,8 +235,7 @@ Result<std::vector<VisionItemOutput>> VisionEncoder::forward(
     try {
         at::NoGradGuard no_grad;
         const std::int64_t merge_size = config_.spatial_merge_size;
-        const at::TensorOptions options =
-            at::TensorOptions(options_.dtype).device(options_.device);
+        const at::TensorOptions options = at::TensorOptions(options_.dtype).device(options_.device);
         // Steps 1-2.
         at::Tensor x = linear(pixel_values.to(options), weights_.patch_embed);
         std::vector<at::Tensor> positions;
@@ -249,7 +245,8 @@ Result<std::vector<VisionItemOutput>> VisionEncoder::forward(
             positions.push_back(
                 interpolated_position_embedding(weights_.position_table, grid, merge_size));
             coordinates.push_back(vision_patch_coordinates(grid, merge_size));
-            for (std::int64_t group = 0; group < grid.t; ++group) segments.push_back(grid.h * grid.w);
+            for (std::int64_t group = 0; group < grid.t; ++group)
+                segments.push_back(grid.h * grid.w);
         }
         x = x + at::cat(positions);
         // Step 3: angles [tokens, head_dim / 2] = [row * f, col * f], then twice over head_dim.

@@ -69,7 +69,7 @@ struct VisionEncoderOptions {
 };
 
 struct VisionItemOutput {
-    at::Tensor embeddings;               // [patches / merge_unit, out_hidden_size]
+    at::Tensor embeddings;              // [patches / merge_unit, out_hidden_size]
     std::vector<at::Tensor> deepstack;  // per tap, in block order: same shape as embeddings
 };
 
@@ -104,7 +104,7 @@ class VisionEncoder {
         LinearWeights qkv, proj, fc1, fc2;
     };
     struct Merger {
-        LayerNormWeights norm;  // ln_q: [hidden] (final merger) or [merge_unit * hidden]
+        LayerNormWeights norm;   // ln_q: [hidden] (final merger) or [merge_unit * hidden]
         LinearWeights fc1, fc2;  // mlp.0, mlp.2
         bool norm_after_grouping = false;
     };
