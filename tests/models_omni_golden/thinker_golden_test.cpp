@@ -7,53 +7,14 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
-#include "checkpoint/checkpoint.h"
-#include "checkpoint/safetensors.h"
-#include "checkpoint/test_support.h"
 #include "engine/kv_cache.h"
-#include "models/qwen3_omni/make_checkpoint.h"
 #include "models/qwen3_omni/thinker_model.h"
-#include "torch_bridge/torch_tensor.h"
+#include "models_omni_golden/golden_support.h"
 
 namespace omnirt::models::qwen3_omni {
 namespace {
 
 using engine::SequenceInput;
-
-struct Tiny {
-    checkpoint::testing::TempDir directory;
-    std::unique_ptr<checkpoint::Checkpoint> checkpoint;
-    OmniConfig config;
-};
-
-std::unique_ptr<Tiny> make_tiny() {
-    auto tiny = std::make_unique<Tiny>();
-    auto made =
-        make_checkpoint(tiny->directory.path(),
-                        {.preset = "tiny", .seed = 7, .dtype = DType::bf16, .init_std = 0.1});
-    OMNI_CHECK(made.has_value(), made.has_value() ? "" : made.error().to_string().c_str());
-    auto opened = checkpoint::Checkpoint::open(tiny->directory.path());
-    OMNI_CHECK(opened.has_value(), "open");
-    tiny->checkpoint = std::move(*opened);
-    tiny->config = made->config;
-    return tiny;
-}
-
-qwen3::WeightLookup lookup_of(const checkpoint::Checkpoint& checkpoint) {
-    return [&checkpoint](const std::string& name) { return checkpoint.tensor(name); };
-}
-
-std::unique_ptr<engine::KVCache> make_cache(const engine::ModelRunner& model) {
-    auto cache = engine::KVCache::create(model.kv_spec(), 64, 8);
-    OMNI_CHECK(cache.has_value(), "cache");
-    return std::move(*cache);
-}
-
-std::vector<std::int32_t> blocks() {
-    std::vector<std::int32_t> out(64);
-    for (std::int32_t i = 0; i < 64; ++i) out[i] = i;
-    return out;
-}
 
 TEST(OmniThinkerTest, TextOnlyPromptsEqualThePlainQwen3Moe) {
     auto tiny = make_tiny();
@@ -96,36 +57,6 @@ TEST(OmniThinkerTest, BadMropeSectionsAreRefused) {
 }
 
 // ---- against transformers ---------------------------------------------------------------------
-
-class Golden {
-  public:
-    static std::unique_ptr<Golden> open() {
-        const auto path = std::filesystem::path(OMNIRT_SOURCE_DIR) /
-                          "tests/goldens/hf/qwen3_omni_tiny.safetensors";
-        if (!std::filesystem::exists(path)) return nullptr;
-        auto file = checkpoint::SafetensorsFile::open(path);
-        OMNI_CHECK(file.has_value(), "golden file");
-        auto golden = std::make_unique<Golden>();
-        golden->file_ = std::move(*file);
-        return golden;
-    }
-    bool has(const std::string& name) const { return file_->tensor(name).has_value(); }
-    at::Tensor get(const std::string& name) const {
-        auto tensor = file_->tensor(name);
-        OMNI_CHECK(tensor.has_value(), ("golden tensor " + name).c_str());
-        return torch_bridge::to_torch(*tensor).clone();
-    }
-    // The first of `names` the file holds.
-    at::Tensor first(std::initializer_list<std::string> names) const {
-        for (const std::string& name : names) {
-            if (has(name)) return get(name);
-        }
-        return {};
-    }
-
-  private:
-    std::unique_ptr<checkpoint::SafetensorsFile> file_;
-};
 
 std::vector<std::int64_t> rows_of(const at::Tensor& ids, std::int64_t token) {
     std::vector<std::int64_t> rows;
