@@ -15,6 +15,7 @@ Result<RequestSetup> TextRole::open_request(const StagePayload& payload) {
     } else {
         OMNI_TRY(setup, read_request_setup(payload));
     }
+    if (options_.extend_setup) OMNI_RETURN_IF_ERROR(options_.extend_setup(payload, setup));
     if (options_.stream_targets_for) {
         Result<std::vector<std::string>> chosen = options_.stream_targets_for(payload);
         if (!chosen) return fail(chosen.error().with_context("stream_targets_for"));

@@ -26,10 +26,15 @@ using PrepareInputFn =
 using StreamTargetsFn =
     std::function<Result<std::vector<std::string>>(const StagePayload& payload)>;
 
+// Adds what the payload holds besides the prompt (media embeddings, layer injections, rotary
+// positions) to a request's setup. An error fails the request.
+using ExtendSetupFn = std::function<Status(const StagePayload& payload, RequestSetup& setup)>;
+
 struct TextRoleOptions {
     DetokenizeFn detokenize;             // optional: without it no text, no stop strings
     PrepareInputFn prepare_input;        // optional: prompts without data.input_ids
     StreamTargetsFn stream_targets_for;  // optional: every request streams to every target
+    ExtendSetupFn extend_setup;          // optional: after the prompt is read
     // Each token's final hidden state goes to the stream targets as "hidden" (f32 [hidden]).
     bool stream_hidden = false;
 };

@@ -27,16 +27,16 @@ constexpr std::string_view kFactoryName = "qwen3.thinker";
 // Loads of at least this many bytes show progress on stderr (a test checkpoint loads quietly).
 constexpr std::uint64_t kProgressMinBytes = 64ull << 20;
 
-Error invalid(std::string message) {
-    return Error{ErrorCode::invalid_argument,
-                 std::string(kFactoryName) + ": " + std::move(message)};
+// `factory` ("qwen3.thinker", or a variant's) starts the message.
+Error invalid(std::string_view factory, std::string message) {
+    return Error{ErrorCode::invalid_argument, std::string(factory) + ": " + std::move(message)};
 }
 
-Result<at::ScalarType> parse_model_dtype(const std::string& name) {
+Result<at::ScalarType> parse_model_dtype(std::string_view factory, const std::string& name) {
     auto dtype = parse_dtype(name);
     if (!dtype || (*dtype != DType::f32 && *dtype != DType::bf16 && *dtype != DType::f16)) {
-        return fail(
-            invalid("arg 'dtype' must be float32, bfloat16 or float16, got '" + name + "'"));
+        return fail(invalid(
+            factory, "arg 'dtype' must be float32, bfloat16 or float16, got '" + name + "'"));
     }
     return torch_bridge::to_scalar_type(*dtype);
 }
@@ -47,7 +47,8 @@ struct GenerationDefaults {
     std::vector<std::int32_t> eos_token_ids;
 };
 
-Result<GenerationDefaults> generation_defaults(const std::filesystem::path& directory,
+Result<GenerationDefaults> generation_defaults(std::string_view factory,
+                                               const std::filesystem::path& directory,
                                                const Qwen3Config& config) {
     GenerationDefaults out;
     for (std::int64_t id : config.eos_token_ids)
@@ -55,7 +56,7 @@ Result<GenerationDefaults> generation_defaults(const std::filesystem::path& dire
     const std::filesystem::path path = directory / "generation_config.json";
     if (!std::filesystem::exists(path)) return out;
     OMNI_TRY(nlohmann::json json, checkpoint::read_json_file(path));
-    if (!json.is_object()) return fail(invalid(path.string() + " is not a JSON object"));
+    if (!json.is_object()) return fail(invalid(factory, path.string() + " is not a JSON object"));
     // The fields this engine reads, as a Value layer (the same validation as a request's).
     Map layer;
     for (const char* key : {"temperature", "top_p", "top_k", "repetition_penalty"}) {
@@ -78,8 +79,8 @@ Result<GenerationDefaults> generation_defaults(const std::filesystem::path& dire
         auto add = [&](const nlohmann::json& id) -> Status {
             if (!id.is_number_integer() || id.get<std::int64_t>() < 0 ||
                 id.get<std::int64_t>() >= config.vocab_size) {
-                return fail(invalid(path.string() + ": eos_token_id " + id.dump() +
-                                    " is not a token id of the model"));
+                return fail(invalid(factory, path.string() + ": eos_token_id " + id.dump() +
+                                                 " is not a token id of the model"));
             }
             out.eos_token_ids.push_back(static_cast<std::int32_t>(id.get<std::int64_t>()));
             return ok_status();
@@ -115,12 +116,13 @@ void set_intra_op_threads(std::int64_t requested) {
     at::set_num_threads(static_cast<int>(requested));
 }
 
-Result<std::int64_t> positive_arg(const pipeline::StageContext& context, std::string_view key,
-                                  std::int64_t fallback) {
+Result<std::int64_t> positive_arg(std::string_view factory, const pipeline::StageContext& context,
+                                  std::string_view key, std::int64_t fallback) {
     OMNI_TRY(std::int64_t value, pipeline::int_arg(context, key, fallback));
     if (value <= 0) {
-        return fail(invalid("stage '" + context.stage_name + "': arg '" + std::string(key) +
-                            "' must be positive, got " + std::to_string(value)));
+        return fail(invalid(factory, "stage '" + context.stage_name + "': arg '" +
+                                         std::string(key) + "' must be positive, got " +
+                                         std::to_string(value)));
     }
     return value;
 }
@@ -129,32 +131,40 @@ Result<std::int64_t> positive_arg(const pipeline::StageContext& context, std::st
 
 Result<std::unique_ptr<pipeline::Scheduler>> make_thinker_stage(
     const pipeline::StageContext& context) {
+    return make_thinker_stage(context, ThinkerStageVariant{});
+}
+
+Result<std::unique_ptr<pipeline::Scheduler>> make_thinker_stage(
+    const pipeline::StageContext& context, const ThinkerStageVariant& variant) {
+    const std::string factory = variant.factory_name;
     const std::string who = "stage '" + context.stage_name + "'";
     OMNI_TRY(std::string model_path, pipeline::string_arg(context, "model_path", ""));
-    if (model_path.empty()) return fail(invalid(who + ": arg 'model_path' is required"));
+    if (model_path.empty()) return fail(invalid(factory, who + ": arg 'model_path' is required"));
     OMNI_TRY(std::string dtype_name, pipeline::string_arg(context, "dtype", "float32"));
-    OMNI_TRY(at::ScalarType dtype, parse_model_dtype(dtype_name));
-    OMNI_TRY(std::int64_t block_size, positive_arg(context, "block_size", 16));
-    OMNI_TRY(std::int64_t max_total_tokens, positive_arg(context, "max_total_tokens", 16384));
-    OMNI_TRY(std::int64_t max_running, positive_arg(context, "max_running_requests", 256));
-    OMNI_TRY(std::int64_t max_prefill, positive_arg(context, "max_prefill_tokens", 2048));
+    OMNI_TRY(at::ScalarType dtype, parse_model_dtype(factory, dtype_name));
+    OMNI_TRY(std::int64_t block_size, positive_arg(factory, context, "block_size", 16));
+    OMNI_TRY(std::int64_t max_total_tokens,
+             positive_arg(factory, context, "max_total_tokens", 16384));
+    OMNI_TRY(std::int64_t max_running, positive_arg(factory, context, "max_running_requests", 256));
+    OMNI_TRY(std::int64_t max_prefill, positive_arg(factory, context, "max_prefill_tokens", 2048));
     OMNI_TRY(bool prefix_cache, pipeline::bool_arg(context, "enable_prefix_cache", true));
     OMNI_TRY(bool enable_thinking, pipeline::bool_arg(context, "enable_thinking", true));
     OMNI_TRY(bool stream_hidden, pipeline::bool_arg(context, "stream_hidden", false));
     OMNI_TRY(std::int64_t seed, pipeline::int_arg(context, "seed", 0));
     OMNI_TRY(std::string load_format_name, pipeline::string_arg(context, "load_format", "auto"));
     auto load_format = parse_load_format(load_format_name);
-    if (!load_format) return fail(invalid(who + ": arg " + load_format.error().message));
+    if (!load_format) return fail(invalid(factory, who + ": arg " + load_format.error().message));
     OMNI_TRY(std::int64_t dummy_seed, pipeline::int_arg(context, "dummy_seed", 0));
     OMNI_TRY(std::int64_t num_threads, pipeline::int_arg(context, "num_threads", 0));
     if (num_threads < 0 || num_threads > 1024) {
-        return fail(invalid(who + ": arg 'num_threads' must be 0 (every CPU) to 1024, got " +
-                            std::to_string(num_threads)));
+        return fail(invalid(factory, who +
+                                         ": arg 'num_threads' must be 0 (every CPU) to 1024, got " +
+                                         std::to_string(num_threads)));
     }
-    OMNI_TRY(std::int64_t tp_timeout_s, positive_arg(context, "tp_timeout_s", 300));
+    OMNI_TRY(std::int64_t tp_timeout_s, positive_arg(factory, context, "tp_timeout_s", 300));
     if (block_size > 1024 || max_total_tokens < block_size) {
-        return fail(invalid(who + ": arg 'block_size' must be at most 1024 and at most "
-                                  "max_total_tokens"));
+        return fail(invalid(factory, who + ": arg 'block_size' must be at most 1024 and at most "
+                                           "max_total_tokens"));
     }
 
     // Before the model loads (conversions run in parallel) and the engine thread starts.
@@ -162,17 +172,18 @@ Result<std::unique_ptr<pipeline::Scheduler>> make_thinker_stage(
     const std::filesystem::path directory(model_path);
     const bool dummy = *load_format == LoadFormat::dummy;
     OMNI_TRY(DType weight_dtype, torch_bridge::from_scalar_type(dtype));
-    OMNI_TRY(
-        std::unique_ptr<WeightSource> weights,
-        WeightSource::open(
-            directory,
-            {.format = *load_format,
-             .dummy_dtype = weight_dtype,
-             .dummy_init = {.seed = static_cast<std::uint64_t>(dummy_seed)},
-             .progress = load_progress(std::string(kFactoryName) + " " + who + ": " +
-                                       (dummy ? "dummy weights for " : "loading ") + model_path)}));
+    OMNI_TRY(std::unique_ptr<WeightSource> weights,
+             WeightSource::open(
+                 directory, {.format = *load_format,
+                             .dummy_dtype = weight_dtype,
+                             .dummy_init = {.seed = static_cast<std::uint64_t>(dummy_seed)},
+                             .progress = load_progress(variant.factory_name + " " + who + ": " +
+                                                       (dummy ? "dummy weights for " : "loading ") +
+                                                       model_path),
+                             .config_pointer = variant.config_pointer,
+                             .prefix = variant.weight_prefix}));
     const Qwen3Config& config = weights->config();
-    OMNI_TRY(GenerationDefaults defaults, generation_defaults(directory, config));
+    OMNI_TRY(GenerationDefaults defaults, generation_defaults(factory, directory, config));
     // Dummy weights need no tokenizer when prompts come as data.input_ids.
     std::shared_ptr<const text::Tokenizer> tokenizer;
     const std::filesystem::path tokenizer_path = directory / "tokenizer.json";
@@ -190,11 +201,18 @@ Result<std::unique_ptr<pipeline::Scheduler>> make_thinker_stage(
                                 .device = torch_bridge::to_torch_device(context.device),
                                 .timeout = std::chrono::seconds(tp_timeout_s)}));
     }
+    const at::Device device = torch_bridge::to_torch_device(context.device);
+    std::unique_ptr<RotaryEmbedding> rotary;
+    if (variant.rotary) {
+        OMNI_TRY(rotary, variant.rotary(config, device));
+    }
     OMNI_TRY(std::unique_ptr<Qwen3Model> model,
              Qwen3Model::create(
                  config, [&weights](const std::string& name) { return weights->tensor(name); },
                  Qwen3ModelOptions{.dtype = dtype,
-                                   .device = torch_bridge::to_torch_device(context.device),
+                                   .device = device,
+                                   .weight_prefix = variant.weight_prefix,
+                                   .rotary = std::move(rotary),
                                    .tensor_parallel = tp_group}));
     weights->finish();
 
@@ -226,15 +244,17 @@ Result<std::unique_ptr<pipeline::Scheduler>> make_thinker_stage(
             }
             return tokenizer->append_token_bytes(id, out);
         },
-        .prepare_input = [tokenizer, enable_thinking, who, tokenizer_path](
+        .prepare_input = [tokenizer, enable_thinking, who, tokenizer_path, factory](
                              const StagePayload& payload) -> Result<std::vector<std::int32_t>> {
             if (!tokenizer) {
-                return fail(invalid(who + ": no " + tokenizer_path.string() +
-                                    " (dummy weights without a tokenizer): send the prompt "
-                                    "as data.input_ids"));
+                return fail(
+                    invalid(factory, who + ": no " + tokenizer_path.string() +
+                                         " (dummy weights without a tokenizer): send the prompt "
+                                         "as data.input_ids"));
             }
             return qwen3_prompt_ids(payload.request, *tokenizer, enable_thinking, who);
         },
+        .extend_setup = variant.extend_setup ? variant.extend_setup(config) : nullptr,
         .stream_hidden = stream_hidden});
     OMNI_TRY(auto scheduler, engine::ArScheduler::create(std::move(engine_config), std::move(model),
                                                          std::move(role)));
@@ -244,7 +264,9 @@ Result<std::unique_ptr<pipeline::Scheduler>> make_thinker_stage(
 Status register_qwen3_stages(Registry& registry) {
     return registry.add_if_absent(
         FunctionKind::factory, std::string(kFactoryName),
-        RegistryEntry{.callable = pipeline::StageFactory(make_thinker_stage),
+        RegistryEntry{.callable = pipeline::StageFactory([](const pipeline::StageContext& context) {
+                          return make_thinker_stage(context);
+                      }),
                       .injectable_args = {"model_path", "gpu_id"},
                       .description = "Qwen3 text model on the AR engine: chat prompts tokenized, "
                                      "text streamed; data = {text, finish_reason, usage, "

@@ -43,9 +43,15 @@
 #include <memory>
 #include <vector>
 
+#include <functional>
+#include <string>
+
 #include "core/error.h"
 #include "core/registry.h"
 #include "core/request.h"
+#include "engine/text_role.h"
+#include "models/qwen3/config.h"
+#include "models/qwen3/rotary_embedding.h"
 #include "pipeline/scheduler.h"
 #include "pipeline/stage_factory.h"
 
@@ -56,5 +62,20 @@ namespace omnirt::models::qwen3 {
 
 [[nodiscard]] Result<std::unique_ptr<pipeline::Scheduler>> make_thinker_stage(
     const pipeline::StageContext& context);
+
+// A model built on the same decoder served the same way (Qwen3-Omni's thinker): where its config
+// and tensors sit in the checkpoint, its rotary embedding, and what its requests carry besides
+// the prompt. The defaults are qwen3.thinker's.
+struct ThinkerStageVariant {
+    std::string factory_name = "qwen3.thinker";  // starts error messages
+    std::string config_pointer;                  // WeightSourceOptions::config_pointer
+    std::string weight_prefix;                   // "thinker."
+    // null: the text RoPE.
+    std::function<Result<std::unique_ptr<RotaryEmbedding>>(const Qwen3Config&, at::Device)> rotary;
+    // What requests carry besides the prompt, given the loaded text config; may be empty.
+    std::function<engine::ExtendSetupFn(const Qwen3Config&)> extend_setup;
+};
+[[nodiscard]] Result<std::unique_ptr<pipeline::Scheduler>> make_thinker_stage(
+    const pipeline::StageContext& context, const ThinkerStageVariant& variant);
 
 }  // namespace omnirt::models::qwen3

@@ -29,6 +29,21 @@ Result<std::unique_ptr<WeightSource>> WeightSource::open(const std::filesystem::
         OMNI_TRY(opened, checkpoint::Checkpoint::open(directory));
         json = opened->config();
     }
+    if (!options.config_pointer.empty()) {
+        const nlohmann::json::json_pointer pointer = [&] {
+            try {
+                return nlohmann::json::json_pointer(options.config_pointer);
+            } catch (const nlohmann::json::exception&) {
+                return nlohmann::json::json_pointer();
+            }
+        }();
+        if (pointer.empty() || !json.contains(pointer) || !json.at(pointer).is_object()) {
+            return fail(ErrorCode::invalid_argument,
+                        (directory / checkpoint::kConfigFile).string() + ": no object at " +
+                            options.config_pointer);
+        }
+        json = nlohmann::json(json.at(pointer));
+    }
     auto config = parse_qwen3_config(json);
     if (!config) {
         return fail(config.error().with_context((directory / checkpoint::kConfigFile).string()));
@@ -40,7 +55,8 @@ Result<std::unique_ptr<WeightSource>> WeightSource::open(const std::filesystem::
 WeightSource::WeightSource(Qwen3Config config, WeightSourceOptions options,
                            std::unique_ptr<checkpoint::Checkpoint> checkpoint)
     : config_(std::move(config)), options_(std::move(options)), checkpoint_(std::move(checkpoint)) {
-    for (checkpoint::TensorSpec& spec : tensor_specs(config_, options_.dummy_dtype)) {
+    for (checkpoint::TensorSpec& spec :
+         tensor_specs(config_, options_.dummy_dtype, options_.prefix)) {
         std::uint64_t bytes = 0;
         if (checkpoint_) {
             // Absent tensors count zero bytes; the model's loader reports them missing.

@@ -43,6 +43,11 @@ struct WeightSourceOptions {
     DType dummy_dtype = DType::bf16;  // dummy tensors are made in this dtype (the model's)
     checkpoint::DummyInit dummy_init;
     checkpoint::ProgressCallback progress;  // may be empty
+    // Where the text config sits in config.json, as a JSON pointer ("/thinker_config/text_config"
+    // for Qwen3-Omni's thinker); empty: the whole file.
+    std::string config_pointer;
+    // Put before every tensor name (dummy specs and the expected tensors): "thinker.".
+    std::string prefix;
 };
 
 class WeightSource {
