@@ -1,7 +1,13 @@
 // smart_resize, normalisation and the Qwen2-VL patch layout.
 #include <array>
 #include <cmath>
+#include <cstdint>
 #include <string>
+#include <vector>
+
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 
 #include "media/vision.h"
 
@@ -25,6 +31,23 @@ const std::array<float, 256>& normalize_table() {
         return values;
     }();
     return table;
+}
+
+// pixel_values runs to tens of MiB (47 MiB for a 1080p image) and is written once: most of the
+// time of filling it goes to first-touch page faults. Asking for transparent huge pages on the
+// fresh allocation (where the kernel has them in madvise mode) makes that 512 times fewer faults.
+void reserve_large(std::vector<float>& values, std::size_t count) {
+    values.reserve(count);
+#if defined(__linux__)
+    constexpr std::uintptr_t kHugePage = std::uintptr_t{2} << 20;
+    const auto begin = reinterpret_cast<std::uintptr_t>(values.data());
+    const std::uintptr_t end = begin + count * sizeof(float);
+    const std::uintptr_t aligned = (begin + kHugePage - 1) & ~(kHugePage - 1);
+    if (end > aligned + kHugePage) {
+        (void)madvise(reinterpret_cast<void*>(aligned), (end - aligned) & ~(kHugePage - 1),
+                      MADV_HUGEPAGE);
+    }
+#endif
 }
 
 }  // namespace
@@ -88,6 +111,7 @@ Result<VisionPatches> patchify_frames(std::span<const RgbImage> frames) {
     out.grid_h = height / kVisionPatchSize;
     out.grid_w = width / kVisionPatchSize;
     out.rows = out.grid_t * out.grid_h * out.grid_w;
+    reserve_large(out.pixels, static_cast<std::size_t>(out.rows) * kVisionPatchDim);
     out.pixels.resize(static_cast<std::size_t>(out.rows) * kVisionPatchDim);
     const std::array<float, 256>& table = normalize_table();
     auto frame_at = [&](std::int64_t index) -> const RgbImage& {
