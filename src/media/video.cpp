@@ -51,24 +51,20 @@ Result<VideoSampling> sample_video_frames(std::int64_t total_frames, double vide
     return out;
 }
 
-Result<VideoInput> preprocess_video(std::span<const std::byte> bytes, const VideoOptions& options) {
-    OMNI_TRY(DecodedVideo video, decode_video(bytes, options));
-    const RgbImage& first = video.frames.front();
-    const auto frames = static_cast<std::int64_t>(video.frames.size());
+Result<ResizedSize> frame_size_for(int height, int width, std::int64_t frames,
+                                   const VideoOptions& options) {
+    if (frames < 1) return fail(ErrorCode::invalid_argument, "frame_size_for: no frames");
     VisionResizeBounds bounds = options.frame_bounds;
     bounds.max_pixels = std::max<std::int64_t>(
         std::min<std::int64_t>(bounds.max_pixels,
                                options.max_total_pixels / frames * kVisionTemporalPatchSize),
         static_cast<std::int64_t>(static_cast<double>(bounds.min_pixels) * 1.05));
-    OMNI_TRY(const ResizedSize size, smart_resize(first.height, first.width, bounds));
-    std::vector<RgbImage> resized;
-    resized.reserve(video.frames.size());
-    for (RgbImage& frame : video.frames) {
-        OMNI_TRY(RgbImage small, resize_bicubic(frame, size.width, size.height));
-        resized.push_back(std::move(small));
-        frame = RgbImage{};  // release the full-size frame
-    }
-    OMNI_TRY(VisionPatches patches, patchify_frames(resized));
+    return smart_resize(height, width, bounds);
+}
+
+Result<VideoInput> preprocess_video(std::span<const std::byte> bytes, const VideoOptions& options) {
+    OMNI_TRY(DecodedVideo video, decode_video(bytes, options));
+    OMNI_TRY(VisionPatches patches, patchify_frames(video.frames));
     VideoInput out;
     out.patches = std::move(patches);
     out.frame_indices = std::move(video.frame_indices);

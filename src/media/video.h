@@ -30,8 +30,10 @@ struct VideoOptions {
     // max_total_pixels / frames * 2, as qwen-vl-utils bounds VIDEO_TOTAL_PIXELS.
     VisionResizeBounds frame_bounds = kVideoFrameBounds;
     std::int64_t max_total_pixels = 128000LL * 32 * 32 * 9 / 10;
-    // Decode the first audio track to 16 kHz mono (use_audio_in_video).
+    // Decode the first audio track to 16 kHz mono (use_audio_in_video), up to this many
+    // seconds (longer is out_of_range; the mel front end takes 20 minutes at most).
     bool decode_audio = true;
+    double max_audio_seconds = 1200.0;
 };
 
 // Which frames to take from a video of total_frames at video_fps.
@@ -43,9 +45,10 @@ struct VideoSampling {
 [[nodiscard]] Result<VideoSampling> sample_video_frames(std::int64_t total_frames, double video_fps,
                                                         const VideoOptions& options = {});
 
-// The sampled frames as decoded (RGB, source size) plus the stream facts.
+// The sampled frames, each resized as it is decoded (so that only small frames are held) to
+// frame_size_for(), plus the stream facts.
 struct DecodedVideo {
-    std::vector<RgbImage> frames;
+    std::vector<RgbImage> frames;  // all of one size, sides multiples of 32
     std::vector<std::int64_t> frame_indices;
     std::int64_t total_frames = 0;
     double video_fps = 0.0;
@@ -53,6 +56,12 @@ struct DecodedVideo {
     bool has_audio = false;
     std::vector<float> audio_16k_mono;  // empty without an audio track or decode_audio
 };
+
+// The per-frame size for n sampled frames of width x height: smart_resize with
+// options.frame_bounds, max_pixels further bounded by max_total_pixels / n * 2 (and never below
+// 1.05 * min_pixels), as qwen-vl-utils bounds a video's total pixels.
+[[nodiscard]] Result<ResizedSize> frame_size_for(int height, int width, std::int64_t frames,
+                                                 const VideoOptions& options = {});
 
 // Errors: invalid_argument for empty, unrecognised, corrupt or truncated data, no video stream,
 // an undecodable codec, or fewer than 2 frames; out_of_range past max_duration_seconds or
@@ -71,8 +80,8 @@ struct VideoInput {
     std::vector<float> audio_16k_mono;
 };
 
-// decode_video, then every sampled frame resized (Pillow bicubic) to one smart_resize size and
-// patched (frame count padded to even by repeating the last).
+// decode_video (frames resized with the Pillow-exact bicubic), then patched (frame count padded
+// to even by repeating the last).
 [[nodiscard]] Result<VideoInput> preprocess_video(std::span<const std::byte> bytes,
                                                   const VideoOptions& options = {});
 

@@ -29,7 +29,7 @@ double frame_rate_of(const AVStream* stream, std::int64_t packets) {
 }
 
 // Appends a decoded audio frame to interleaved float samples.
-Status append_audio(const AVFrame* frame, AudioBuffer& audio, std::int64_t max_samples) {
+Status append_audio(const AVFrame* frame, AudioBuffer& audio, double max_seconds) {
     const int channels = frame->ch_layout.nb_channels;
     if (channels <= 0 || frame->sample_rate <= 0) {
         return fail(ErrorCode::invalid_argument, "audio track has no channels or rate");
@@ -44,8 +44,11 @@ Status append_audio(const AVFrame* frame, AudioBuffer& audio, std::int64_t max_s
     const bool planar = av_sample_fmt_is_planar(format) != 0;
     const AVSampleFormat packed = av_get_packed_sample_fmt(format);
     const std::int64_t count = static_cast<std::int64_t>(frame->nb_samples) * channels;
+    const auto max_samples =
+        static_cast<std::int64_t>(max_seconds * audio.sample_rate) * audio.channels;
     if (static_cast<std::int64_t>(audio.samples.size()) + count > max_samples) {
-        return fail(ErrorCode::out_of_range, "video's audio track is longer than the limit");
+        return fail(ErrorCode::out_of_range,
+                    "the video's audio track is longer than " + std::to_string(max_seconds) + " s");
     }
     for (int i = 0; i < frame->nb_samples; ++i) {
         for (int c = 0; c < channels; ++c) {
@@ -88,6 +91,8 @@ Result<DecodedVideo> decode_video(std::span<const std::byte> bytes, const VideoO
     // Pass 1: stream facts and the packet count.
     std::int64_t total_frames = 0;
     double video_fps = 0.0;
+    int frame_width = 0;
+    int frame_height = 0;
     {
         OMNI_TRY(auto input, MemoryDemuxer::open(bytes, kVideoContainers));
         AVFormatContext* format = input->format();
@@ -102,6 +107,8 @@ Result<DecodedVideo> decode_video(std::span<const std::byte> bytes, const VideoO
             !size) {
             return fail(size.error().with_context("video frame"));
         }
+        frame_width = stream->codecpar->width;
+        frame_height = stream->codecpar->height;
         PacketPtr packet(av_packet_alloc());
         if (!packet) return fail(ErrorCode::resource_exhausted, "out of memory");
         while (av_read_frame(format, packet.get()) >= 0) {
@@ -125,6 +132,9 @@ Result<DecodedVideo> decode_video(std::span<const std::byte> bytes, const VideoO
         }
     }
     OMNI_TRY(VideoSampling sampling, sample_video_frames(total_frames, video_fps, options));
+    OMNI_TRY(const ResizedSize size,
+             frame_size_for(frame_height, frame_width,
+                            static_cast<std::int64_t>(sampling.indices.size()), options));
 
     // Pass 2: decode.
     OMNI_TRY(auto input, MemoryDemuxer::open(bytes, kVideoContainers));
@@ -144,8 +154,6 @@ Result<DecodedVideo> decode_video(std::span<const std::byte> bytes, const VideoO
     }
     const ImageLimits frame_limits{.max_pixels = options.max_frame_pixels,
                                    .max_aspect_ratio = 200.0};
-    const auto max_audio_samples =
-        static_cast<std::int64_t>(options.max_duration_seconds * kMaxSampleRate * 2);
     DecodedVideo out;
     out.total_frames = total_frames;
     out.video_fps = video_fps;
@@ -169,7 +177,8 @@ Result<DecodedVideo> decode_video(std::span<const std::byte> bytes, const VideoO
             }
             OMNI_RETURN_IF_ERROR(check_image_size(frame->width, frame->height, frame_limits));
             if (next < sampling.indices.size() && sampling.indices[next] == decoded) {
-                OMNI_TRY(RgbImage rgb, converter.convert(frame.get()));
+                OMNI_TRY(const RgbImage source, converter.convert(frame.get()));
+                OMNI_TRY(RgbImage rgb, resize_bicubic(source, size.width, size.height));
                 while (next < sampling.indices.size() && sampling.indices[next] == decoded) {
                     out.frames.push_back(rgb);
                     ++next;
@@ -187,7 +196,7 @@ Result<DecodedVideo> decode_video(std::span<const std::byte> bytes, const VideoO
                 return fail(ErrorCode::invalid_argument,
                             "corrupt audio data in the video: " + av_error_text(status));
             }
-            Status appended = append_audio(frame.get(), audio, max_audio_samples);
+            Status appended = append_audio(frame.get(), audio, options.max_audio_seconds);
             av_frame_unref(frame.get());
             OMNI_RETURN_IF_ERROR(appended);
         }

@@ -72,8 +72,9 @@ TEST(DecodeVideo, DecodesEveryContainerAndCodec) {
         EXPECT_EQ(video->frame_indices, (std::vector<std::int64_t>{0, 6, 12, 17, 23, 29}));
         for (std::size_t i = 0; i < video->frames.size(); ++i) {
             const RgbImage& frame = video->frames[i];
-            EXPECT_EQ(frame.width, 96);
-            EXPECT_EQ(frame.height, 64);
+            // 96x64 is below 131072 pixels: smart_resize scales it up to 448 x 320.
+            EXPECT_EQ(frame.width, 448);
+            EXPECT_EQ(frame.height, 320);
             // Limited-range luma 8 N -> RGB (8 N - 16) * 255 / 219, within codec loss.
             const double luma = 8.0 * static_cast<double>(video->frame_indices[i]);
             const double expected = std::clamp((luma - 16.0) * 255.0 / 219.0, 0.0, 255.0);
@@ -87,6 +88,20 @@ TEST(DecodeVideo, DecodesEveryContainerAndCodec) {
             EXPECT_GT(testing::rms(video->audio_16k_mono), 0.05) << name;  // sine at 1/8
         }
     }
+}
+
+TEST(FrameSizeFor, BoundsTheTotalPixels) {
+    // Few frames: the HF processor's per-frame bounds (131072 .. 786432 pixels).
+    auto hd = frame_size_for(1080, 1920, 8);
+    ASSERT_TRUE(hd.has_value());
+    EXPECT_LE(std::int64_t{hd->height} * hd->width, 786432);
+    EXPECT_EQ(hd->height % 32, 0);
+    // 768 frames: max_total_pixels / 768 * 2 = 307200 pixels per frame.
+    auto many = frame_size_for(1080, 1920, 768);
+    ASSERT_TRUE(many.has_value());
+    EXPECT_LE(std::int64_t{many->height} * many->width, 307200);
+    EXPECT_GE(std::int64_t{many->height} * many->width, 131072);
+    EXPECT_FALSE(frame_size_for(1080, 1920, 0).has_value());
 }
 
 TEST(PreprocessVideo, PatchesAndSecondsPerGrid) {
@@ -160,6 +175,9 @@ TEST(DecodeVideo, HostileInputsFailClearly) {
     auto too_big = decode_video(bytes_of(mp4), {.max_frame_pixels = 1000});
     ASSERT_FALSE(too_big.has_value());
     EXPECT_EQ(too_big.error().code, ErrorCode::resource_exhausted);
+    auto long_audio = decode_video(bytes_of(mp4), {.max_audio_seconds = 1.0});
+    ASSERT_FALSE(long_audio.has_value());
+    EXPECT_EQ(long_audio.error().code, ErrorCode::out_of_range);
 }
 
 }  // namespace
