@@ -16,6 +16,7 @@ packages=(
   nlohmann-json3-dev libyaml-cpp-dev libcli11-dev libspdlog-dev
   # HTTP / WebSocket, tokenizer regex, media
   libboost1.74-dev libpcre2-dev libicu-dev libsndfile1-dev libsoxr-dev
+  libjpeg-dev libpng-dev libwebp-dev libavformat-dev libavcodec-dev libavutil-dev libswscale-dev
   # relay data plane and model compute
   libucx-dev libtorch-dev libgloo-dev libopenblas0-pthread
   # end-to-end tests
