@@ -11,7 +11,8 @@ Error invalid(const std::string& who, std::string message) {
     return Error{ErrorCode::invalid_argument, who + ": " + std::move(message)};
 }
 
-Result<text::ContentPart> content_part(const Value& part, const std::string& where) {
+Result<text::ContentPart> content_part(const Value& part, const std::string& where,
+                                       bool accept_media) {
     const Value* type = part.find("type");
     if (type == nullptr || !type->is_string()) {
         return fail(ErrorCode::invalid_argument, where + " needs a string 'type'");
@@ -23,6 +24,11 @@ Result<text::ContentPart> content_part(const Value& part, const std::string& whe
                         where + " (a text part) needs a string 'text'");
         }
         return text::ContentPart{.kind = text::ContentKind::text, .text = text->as_string()};
+    }
+    if (accept_media) {
+        if (type->as_string() == "image") return text::ContentPart{.kind = text::ContentKind::image};
+        if (type->as_string() == "audio") return text::ContentPart{.kind = text::ContentKind::audio};
+        if (type->as_string() == "video") return text::ContentPart{.kind = text::ContentKind::video};
     }
     return fail(ErrorCode::unimplemented,
                 where + " is a '" + type->as_string() +
@@ -48,7 +54,8 @@ Result<std::vector<std::int32_t>> ids_from_list(const List& list, const text::To
 
 }  // namespace
 
-Result<std::vector<text::ChatMessage>> parse_chat_messages(const Value& messages) {
+Result<std::vector<text::ChatMessage>> parse_chat_messages(const Value& messages,
+                                                           bool accept_media) {
     const List* list = messages.if_list();
     if (list == nullptr || list->empty()) {
         return fail(ErrorCode::invalid_argument, "inputs.messages must be a non-empty list");
@@ -76,7 +83,8 @@ Result<std::vector<text::ChatMessage>> parse_chat_messages(const Value& messages
         } else if (const List* parts = content->if_list()) {
             for (std::size_t k = 0; k < parts->size(); ++k) {
                 OMNI_TRY(text::ContentPart part,
-                         content_part((*parts)[k], where + ".content[" + std::to_string(k) + "]"));
+                         content_part((*parts)[k], where + ".content[" + std::to_string(k) + "]",
+                                      accept_media));
                 entry.content.push_back(std::move(part));
             }
         } else {
