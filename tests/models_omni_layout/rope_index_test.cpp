@@ -50,6 +50,14 @@ TEST(RopeIndex, WorkedTextOnly) {
     expect_positions(rope(prompt, {}), all, all, all, 0);
 }
 
+// Audio only: transformers passes no grid and takes its text-only branch (0..n-1); the audio
+// span's positions are consecutive, so the walk gives the same. 40 mel frames -> 5 tokens.
+TEST(RopeIndex, WorkedAudioOnly) {
+    const auto prompt = ids({{10, kAudioStart}, repeat(kAudio, 5), {kAudioEnd, 11}});
+    const Axis all = range(0, 9);
+    expect_positions(rope(prompt, {.audio_mel_frames = {40}}), all, all, all, 0);
+}
+
 // Worked example 2: one image, grid (1, 4, 6) -> merged 2 x 3 = 6 tokens.
 // 10 -> 0, 11 -> 1, <|vision_start|> -> 2, body from 3: T 3, H 3 + row, W 3 + col;
 // <|vision_end|> at max(body) + 1 = 5 + 1 = 6, then 7, 8. delta = 9 - 12 = -3.
