@@ -26,9 +26,12 @@ Result<text::ContentPart> content_part(const Value& part, const std::string& whe
         return text::ContentPart{.kind = text::ContentKind::text, .text = text->as_string()};
     }
     if (accept_media) {
-        if (type->as_string() == "image") return text::ContentPart{.kind = text::ContentKind::image};
-        if (type->as_string() == "audio") return text::ContentPart{.kind = text::ContentKind::audio};
-        if (type->as_string() == "video") return text::ContentPart{.kind = text::ContentKind::video};
+        if (type->as_string() == "image")
+            return text::ContentPart{.kind = text::ContentKind::image};
+        if (type->as_string() == "audio")
+            return text::ContentPart{.kind = text::ContentKind::audio};
+        if (type->as_string() == "video")
+            return text::ContentPart{.kind = text::ContentKind::video};
     }
     return fail(ErrorCode::unimplemented,
                 where + " is a '" + type->as_string() +

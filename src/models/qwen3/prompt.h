@@ -29,8 +29,8 @@ namespace omnirt::models::qwen3 {
 // inputs.messages as ChatMessages. invalid_argument naming the field ("inputs.messages[2].role")
 // for a malformed entry; unimplemented for media parts unless `accept_media`, which keeps them
 // as parts of their kind (a model with encoders reads their sources itself).
-[[nodiscard]] Result<std::vector<text::ChatMessage>> parse_chat_messages(
-    const Value& messages, bool accept_media = false);
+[[nodiscard]] Result<std::vector<text::ChatMessage>> parse_chat_messages(const Value& messages,
+                                                                         bool accept_media = false);
 
 // inputs.messages rendered with the Qwen3 ChatML template (and the generation prompt when
 // asked). Errors as parse_chat_messages, prefixed with `who`.

@@ -6,6 +6,7 @@
 #include "models/qwen3/family.h"
 #include "models/qwen3_omni/make_checkpoint.h"
 #include "models/qwen3_omni/omni_config.h"
+#include "models/qwen3_omni/omni_stages.h"
 
 namespace omnirt::models::qwen3_omni {
 namespace {
@@ -62,7 +63,7 @@ Status register_family(FamilyRegistry& registry) {
                                     .preset_config = preset_config,
                                     .decode_footprint = decode_footprint,
                                     .render_chat = {},
-                                    .register_stages = [] { return ok_status(); },
+                                    .register_stages = [] { return register_omni_stages(); },
                                     .ar_stage_factory = {},
                                     .serve = {}});
 }

@@ -42,8 +42,9 @@ Result<bool> audio_in_video_of(const OmniRequest& request, const std::string& st
     const Value* flag = mine != nullptr ? mine->find("use_audio_in_video") : nullptr;
     if (flag == nullptr || flag->is_null()) return fallback;
     if (!flag->is_bool()) {
-        return fail(invalid("qwen3_omni.preprocessing",
-                            "params.stage_params." + stage + ".use_audio_in_video must be a boolean"));
+        return fail(
+            invalid("qwen3_omni.preprocessing",
+                    "params.stage_params." + stage + ".use_audio_in_video must be a boolean"));
     }
     return flag->as_bool();
 }
@@ -94,8 +95,7 @@ const List* list_field(const StagePayload& payload, std::string_view key) {
     return value != nullptr ? value->if_list() : nullptr;
 }
 
-Result<std::vector<std::string>> route_by_modality(const std::string&,
-                                                   const StagePayload& output) {
+Result<std::vector<std::string>> route_by_modality(const std::string&, const StagePayload& output) {
     std::vector<std::string> next{"mm_aggregate"};
     const List* images = list_field(output, "image_items");
     const List* audios = list_field(output, "audio_items");
@@ -105,9 +105,8 @@ Result<std::vector<std::string>> route_by_modality(const std::string&,
 }
 
 StagePayload with_data(const StagePayload& output, Map data) {
-    return StagePayload{.request_id = output.request_id,
-                        .request = output.request,
-                        .data = Value(std::move(data))};
+    return StagePayload{
+        .request_id = output.request_id, .request = output.request, .data = Value(std::move(data))};
 }
 
 ProjectionFn project_items(std::string field) {
@@ -136,7 +135,8 @@ Result<std::optional<std::vector<std::string>>> active_encoders(const std::strin
     std::set<std::string> seen;
     for (const Value& item : *media) {
         const Value* encoder = item.find("encoder");
-        if (encoder != nullptr && encoder->is_string() && seen.insert(encoder->as_string()).second) {
+        if (encoder != nullptr && encoder->is_string() &&
+            seen.insert(encoder->as_string()).second) {
             sources.push_back(encoder->as_string());
         }
     }
@@ -156,9 +156,9 @@ Result<Tensor> row_slice(const Tensor& tensor, std::int64_t first, std::int64_t 
 Status check_matrix(const Value* value, std::int64_t rows, const std::string& where) {
     if (value == nullptr || !value->is_tensor() || value->as_tensor().dtype() != DType::f32 ||
         value->as_tensor().shape().size() != 2 || value->as_tensor().shape()[0] != rows) {
-        return fail(invalid("qwen3_omni.merge_for_thinker",
-                            where + " must be a float32 tensor with " + std::to_string(rows) +
-                                " rows"));
+        return fail(
+            invalid("qwen3_omni.merge_for_thinker",
+                    where + " must be a float32 tensor with " + std::to_string(rows) + " rows"));
     }
     return ok_status();
 }
@@ -213,8 +213,8 @@ Result<StagePayload> merge_for_thinker(
         const List* layers = deepstack != nullptr ? deepstack->if_list() : nullptr;
         if (layers != nullptr) {
             for (std::size_t k = 0; k < layers->size(); ++k) {
-                OMNI_RETURN_IF_ERROR(check_matrix(&(*layers)[k], count,
-                                                  where + " deepstack " + std::to_string(k)));
+                OMNI_RETURN_IF_ERROR(
+                    check_matrix(&(*layers)[k], count, where + " deepstack " + std::to_string(k)));
             }
         }
         const auto key = static_cast<std::uint64_t>(key_value->as_int());
@@ -245,7 +245,8 @@ Result<StagePayload> merge_for_thinker(
     }
     data.emplace("mm_runs", Value(std::move(mm_runs)));
     data.emplace("deepstack_runs", Value(std::move(deepstack_runs)));
-    return StagePayload{.request_id = request_id, .request = base->request, .data = Value(std::move(data))};
+    return StagePayload{
+        .request_id = request_id, .request = base->request, .data = Value(std::move(data))};
 }
 
 Status register_omni_stages(Registry& registry) {
@@ -266,8 +267,8 @@ Status register_omni_stages(Registry& registry) {
     const auto add = [&](FunctionKind kind, const char* name, std::any callable) {
         return registry.add_if_absent(kind, name, RegistryEntry{.callable = std::move(callable)});
     };
-    OMNI_RETURN_IF_ERROR(add(FunctionKind::route, "qwen3_omni.route_by_modality",
-                             RouteFn(route_by_modality)));
+    OMNI_RETURN_IF_ERROR(
+        add(FunctionKind::route, "qwen3_omni.route_by_modality", RouteFn(route_by_modality)));
     OMNI_RETURN_IF_ERROR(add(FunctionKind::projection, "qwen3_omni.project_to_image_encoder",
                              ProjectionFn(project_items("image_items"))));
     OMNI_RETURN_IF_ERROR(add(FunctionKind::projection, "qwen3_omni.project_to_audio_encoder",

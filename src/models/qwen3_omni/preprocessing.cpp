@@ -54,7 +54,8 @@ Result<std::vector<MediaPart>> media_parts(const Value& messages) {
 }
 
 // The part's bytes: inline data, or a file the serve layer resolved inside its allowed directory.
-Result<std::vector<std::byte>> part_bytes(const MediaPart& media, const PreprocessOptions& options) {
+Result<std::vector<std::byte>> part_bytes(const MediaPart& media,
+                                          const PreprocessOptions& options) {
     const Value* source = media.part->find("source");
     const std::string kind = source != nullptr && source->is_string() ? source->as_string() : "";
     if (kind == "bytes") {
@@ -148,9 +149,9 @@ Status prepare(const MediaPart& media, const PreprocessOptions& options, Prepare
             auto input = media::preprocess_video(view, video);
             if (!input) return fail(media_error(media, input.error()));
             const std::uint64_t key = content_key(bytes.data(), bytes.size(), 2);
-            VideoItem item{.grid = {input->patches.grid_t, input->patches.grid_h,
-                                    input->patches.grid_w},
-                           .second_per_grid = input->second_per_grid};
+            VideoItem item{
+                .grid = {input->patches.grid_t, input->patches.grid_h, input->patches.grid_w},
+                .second_per_grid = input->second_per_grid};
             Value soundtrack;
             if (options.use_audio_in_video && input->has_audio && !input->audio_16k_mono.empty()) {
                 auto mel = media::whisper_log_mel(input->audio_16k_mono);

@@ -47,20 +47,11 @@
 #include "core/error.h"
 #include "models/qwen3_omni/encoder_config.h"
 #include "models/qwen3_omni/encoder_layers.h"
+#include "models/qwen3_omni/grid.h"
 
 namespace omnirt::models::qwen3_omni {
 
 inline constexpr std::string_view kVisionEncoderPrefix = "thinker.visual.";
-
-// One image or video in patch units: t temporal groups of h x w patches.
-struct GridThw {
-    std::int64_t t = 1;
-    std::int64_t h = 0;
-    std::int64_t w = 0;
-
-    [[nodiscard]] std::int64_t patches() const { return t * h * w; }
-    friend bool operator==(const GridThw&, const GridThw&) = default;
-};
 
 struct VisionEncoderOptions {
     at::ScalarType dtype = at::kFloat;
