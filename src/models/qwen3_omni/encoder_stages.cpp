@@ -71,10 +71,10 @@ class ImageItems final : public ItemEncoder {
     Result<EncoderInput> parse(const Value& item) const override {
         const VisionEncoderConfig& config = encoder_->config();
         const std::string features = std::to_string(config.patch_features());
-        OMNI_TRY(const Tensor* pixels,
-                 tensor_field(item, "pixel_values", DType::f32, 2, "f32 [rows, " + features + "]"));
+        OMNI_TRY(const Tensor* pixels, tensor_field(item, "pixel_values", DType::f32, 2,
+                                                    "float32 [rows, " + features + "]"));
         if (pixels->shape()[1] != config.patch_features()) {
-            return fail(invalid("'pixel_values' must be f32 [rows, " + features + "], not " +
+            return fail(invalid("'pixel_values' must be float32 [rows, " + features + "], not " +
                                 shape_of(*pixels)));
         }
         const std::int64_t rows = pixels->shape()[0];
@@ -84,9 +84,9 @@ class ImageItems final : public ItemEncoder {
                                 std::to_string(max_rows_)));
         }
         OMNI_TRY(const Tensor* grid_tensor,
-                 tensor_field(item, "grid_thw", DType::i64, 1, "i64 [3]"));
+                 tensor_field(item, "grid_thw", DType::i64, 1, "int64 [3]"));
         if (grid_tensor->shape()[0] != 3) {
-            return fail(invalid("'grid_thw' must be i64 [3], not " + shape_of(*grid_tensor)));
+            return fail(invalid("'grid_thw' must be int64 [3], not " + shape_of(*grid_tensor)));
         }
         const at::Tensor grid_values = torch_bridge::to_torch(*grid_tensor);
         const GridThw grid{.t = grid_values[0].item<std::int64_t>(),
@@ -153,10 +153,11 @@ class AudioItems final : public ItemEncoder {
     Result<EncoderInput> parse(const Value& item) const override {
         const std::string bins = std::to_string(encoder_->config().num_mel_bins);
         OMNI_TRY(const Tensor* mel,
-                 tensor_field(item, "mel", DType::f32, 2, "f32 [" + bins + ", T]"));
+                 tensor_field(item, "mel", DType::f32, 2, "float32 [" + bins + ", T]"));
         const std::int64_t frames = mel->shape()[1];
         if (mel->shape()[0] != encoder_->config().num_mel_bins || frames < 1) {
-            return fail(invalid("'mel' must be f32 [" + bins + ", T >= 1], not " + shape_of(*mel)));
+            return fail(
+                invalid("'mel' must be float32 [" + bins + ", T >= 1], not " + shape_of(*mel)));
         }
         if (frames > max_frames_) {
             return fail(invalid("'mel' has " + std::to_string(frames) +
