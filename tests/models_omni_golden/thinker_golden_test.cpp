@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "engine/kv_cache.h"
+#include "models/qwen3_omni/rope_index.h"
 #include "models/qwen3_omni/thinker_model.h"
 #include "models_omni_golden/golden_support.h"
 
@@ -123,6 +124,72 @@ TEST(OmniThinkerTest, ImageAndAudioPromptMatchesTransformers) {
     EXPECT_LT(diff, 1e-2);
     EXPECT_EQ(output->logits[0].argmax().item<std::int64_t>(),
               expected.argmax().item<std::int64_t>());
+}
+
+}  // namespace
+}  // namespace omnirt::models::qwen3_omni
+
+namespace omnirt::models::qwen3_omni {
+namespace {
+
+// transformers' generate (greedy thinker) on an image prompt: our 3-D positions
+// (compute_rope_index) for the prompt, then decode steps at cache index + rope_delta, give the
+// same six tokens.
+TEST(OmniThinkerTest, GreedyContinuationMatchesTransformersGenerate) {
+    auto golden = Golden::open();
+    if (!golden || !golden->has("generate.sequences")) GTEST_SKIP() << "no generate golden";
+    auto tiny = make_tiny();
+    auto model = load_thinker(tiny->config, lookup_of(*tiny->checkpoint));
+    ASSERT_TRUE(model.has_value()) << model.error().to_string();
+    auto cache = make_cache(**model);
+
+    const at::Tensor ids = golden->get("generate.input_ids");
+    const at::Tensor sequences = golden->get("generate.sequences");
+    std::vector<std::int64_t> prompt(ids.data_ptr<std::int64_t>(),
+                                     ids.data_ptr<std::int64_t>() + ids.size(0));
+    const at::Tensor grid = golden->get("inputs.image_grid")[0];
+    MediaItems media;
+    media.images.push_back(
+        {grid[0].item<std::int64_t>(), grid[1].item<std::int64_t>(), grid[2].item<std::int64_t>()});
+    auto rope = compute_rope_index(prompt, media);
+    ASSERT_TRUE(rope.has_value()) << rope.error().to_string();
+    const auto n = static_cast<std::int64_t>(prompt.size());
+    at::Tensor positions = at::empty({3, n}, at::kLong);
+    for (std::int64_t axis = 0; axis < 3; ++axis) {
+        for (std::int64_t row = 0; row < n; ++row) {
+            positions[axis][row] = static_cast<std::int64_t>(rope->positions[axis][row]);
+        }
+    }
+    const auto delta = static_cast<std::int64_t>(rope->rope_delta);
+
+    SequenceInput input{.request_id = "a", .start_position = 0, .block_table = blocks()};
+    for (std::int64_t id : prompt) input.tokens.push_back(static_cast<std::int32_t>(id));
+    const auto image_rows = rows_of(ids, tiny->config.ids.image);
+    input.embeddings =
+        engine::RowValues{.rows = image_rows, .values = golden->get("visual_image.pooler_output")};
+    for (int k = 0; k < 3; ++k) {
+        input.layer_injections.push_back(
+            {.after_layers = k + 1,
+             .add = {
+                 .rows = image_rows,
+                 .values = golden->get("visual_image.deepstack_features." + std::to_string(k))}});
+    }
+    input.positions = positions;
+    auto output = (*model)->forward(std::vector{input}, *cache);
+    ASSERT_TRUE(output.has_value()) << output.error().to_string();
+    std::int64_t position = n;
+    for (std::int64_t k = n; k < sequences.size(0); ++k) {
+        const std::int64_t expected = sequences[k].item<std::int64_t>();
+        ASSERT_EQ(output->logits[0].argmax().item<std::int64_t>(), expected) << "token " << k - n;
+        SequenceInput step{.request_id = "a",
+                           .tokens = {static_cast<std::int32_t>(expected)},
+                           .start_position = position,
+                           .block_table = blocks()};
+        step.positions = at::full({3, 1}, position + delta, at::kLong);
+        output = (*model)->forward(std::vector{step}, *cache);
+        ASSERT_TRUE(output.has_value()) << output.error().to_string();
+        ++position;
+    }
 }
 
 }  // namespace
