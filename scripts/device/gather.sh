@@ -41,7 +41,7 @@ if [ "${GATHER_MEDIA:-0}" = 1 ]; then packages+=("${media_packages[@]}"); fi
 # (shipping Debian's would shadow the image's newer ones), and essential system packages that
 # only come in through maintainer scripts or PAM.
 skip_regex='^(libc6|libc6-dev|libc-dev-bin|libc-bin|libgcc-s1|libgcc-[0-9]+-dev|gcc-[0-9]+-base|libstdc\+\+6|libstdc\+\+-[0-9]+-dev|libasan[0-9]+|libatomic1|libgomp1|libitm1|liblsan0|libquadmath0|libtsan[0-9]+|libubsan1|libhwasan0|linux-libc-dev|libcrypt1|libcrypt-dev|libnsl2|libnsl-dev|libtirpc3|libtirpc-common|libtirpc-dev|rpcsvc-proto|libpam.*|libselinux1|libsemanage.*|libsepol.*|libaudit.*|libcap-ng0|libdebian-installer4|libnewt0\.52|libslang2|libtextwrap1|libreadline8|libtinfo6|libncursesw6|zlib1g|liblzma5|libbz2-1\.0|libzstd1|libssl3|libsystemd0|libudev1|libgcrypt20|libgpg-error0|liblz4-1|libdb5\.3|libacl1|libattr1|libpcre3|libmd0|libbsd0|libgmp10|libp11-kit0|libtasn1-6|libnettle8|libhogweed6|libunistring2|libidn2-0|libffi8|libgnutls30|libkeyutils1|libcom-err2|libexpat1|libuuid1|libblkid1|libmount1|libsmartcols1|libext2fs2|libss2|libsqlite3-0|libdbus-1-3|libapparmor1|libkmod2|libcap2|libcap2-bin|libelf1|libxxhash0)$'
-keep_extra='^(cppzmq-dev|nlohmann-json3-dev|pkgconf|pkgconf-bin)$'
+keep_extra='^(cppzmq-dev|nlohmann-json3-dev|krb5-multidev|pkgconf|pkgconf-bin)$'
 
 step() { printf '\n== %s\n' "$*"; }
 
@@ -130,7 +130,12 @@ if [ -d usr/include/boost ]; then
   rm -rf usr/lib/x86_64-linux-gnu/cmake/boost_* usr/lib/x86_64-linux-gnu/cmake/Boost-*
   rm -f usr/lib/x86_64-linux-gnu/libboost_*
 fi
-# Dangling links (the trimmed files' links) and empty folders.
+# Links to absolute /usr/... paths point into this folder instead (relative); then dangling links
+# (those of trimmed files) and empty folders go.
+find . -type l -lname '/*' | while read -r link; do
+  target=$(readlink "$link")
+  if [ -e ".$target" ]; then ln -sfn "$(realpath -ms --relative-to="$(dirname "$link")" ".$target")" "$link"; fi
+done
 find . -xtype l -delete
 find . -depth -type d -empty -delete
 
@@ -146,17 +151,20 @@ for top in ("usr/lib/x86_64-linux-gnu/pkgconfig", "usr/lib/pkgconfig", "usr/shar
         continue
     for name in os.listdir(folder):
         path = os.path.join(folder, name)
-        if not name.endswith(".pc") or os.path.islink(path):
+        if not name.endswith(".pc"):
             continue
         rel = os.path.relpath(dest, folder)
         text = open(path).read()
+        if os.path.islink(path):
+            # ${pcfiledir} is the folder the file was found in: a linked .pc becomes a copy.
+            os.remove(path)
+            open(path, "w").write(text)
         new = pattern.sub(lambda m: m.group(1) + "${pcfiledir}/" + rel + "/usr", text)
         if new != text:
             open(path, "w").write(new)
             count += 1
 print(f"gather: rewrote {count} .pc files")
 PY
-# A symlinked .pc (e.g. a compatibility name) keeps working: ${pcfiledir} is the link's folder.
 
 step "absolute /usr paths left in CMake package files (informational)"
 grep -rlE '"/usr/(include|lib)' usr/lib/x86_64-linux-gnu/cmake usr/share/cmake* usr/lib/cmake 2>/dev/null | sed 's/^/  /' || true
