@@ -66,25 +66,24 @@ echo "gather: ${#selected[@]} packages: ${selected[*]}"
 
 step "apt-get download into $cache"
 mkdir -p "$cache"
+declare -A candidate=()
+while read -r name version; do candidate[$name]=$version; done < <(
+  apt-cache policy "${selected[@]}" 2>/dev/null |
+    awk '/^[^ ]/ {p=$1; sub(/:$/, "", p)} /Candidate:/ {print p, $2}')
 missing=()
-(
-  cd "$cache" || exit 1
-  for p in "${selected[@]}"; do
-    ver=$(apt-cache policy "$p" | awk '/Candidate:/ {print $2}')
-    if [ -z "$ver" ] || [ "$ver" = "(none)" ]; then echo "gather: no candidate for $p"; continue; fi
-    file="${p}_${ver//:/%3a}_"
-    if compgen -G "${file}*.deb" >/dev/null; then continue; fi
-    apt-get download -q "$p:$arch" >/dev/null 2>&1 || apt-get download -q "$p" >/dev/null 2>&1 ||
-      echo "gather: download failed: $p"
-  done
-)
-status=0
 debs=()
 for p in "${selected[@]}"; do
-  ver=$(apt-cache policy "$p" | awk '/Candidate:/ {print $2}')
-  f=$(compgen -G "$cache/${p}_${ver//:/%3a}_*.deb" | head -1)
+  ver=${candidate[$p]:-}
+  if [ -z "$ver" ] || [ "$ver" = "(none)" ]; then missing+=("$p"); continue; fi
+  pattern="$cache/${p}_${ver//:/%3a}_*.deb"
+  if ! compgen -G "$pattern" >/dev/null; then
+    (cd "$cache" && { apt-get download -q "$p:$arch" >/dev/null 2>&1 || apt-get download -q "$p" >/dev/null 2>&1; }) ||
+      echo "gather: download failed: $p"
+  fi
+  f=$(compgen -G "$pattern" | head -1)
   if [ -n "$f" ]; then debs+=("$f"); else missing+=("$p"); fi
 done
+status=0
 if [ ${#missing[@]} -gt 0 ]; then echo "gather: MISSING .deb files: ${missing[*]}"; status=1; fi
 echo "gather: $(du -ch "${debs[@]}" | tail -1 | cut -f1) of .deb files (${#debs[@]})"
 
@@ -130,11 +129,21 @@ if [ -d usr/include/boost ]; then
   rm -rf usr/lib/x86_64-linux-gnu/cmake/boost_* usr/lib/x86_64-linux-gnu/cmake/Boost-*
   rm -f usr/lib/x86_64-linux-gnu/libboost_*
 fi
-# Links to absolute /usr/... paths point into this folder instead (relative); then dangling links
-# (those of trimmed files) and empty folders go.
+# gloo's headers apart: run.sh adds them to the include path only when the torch wheel has
+# none (in front of the wheel's own they would shadow the gloo it was built with).
+if [ -d usr/include/gloo ]; then mkdir -p gloo/include && mv usr/include/gloo gloo/include/; fi
+# /lib (packages not yet merged into /usr) joins usr/lib; links to absolute /usr/... or /lib/...
+# paths point into this folder instead (relative); then dangling links (those of trimmed files)
+# and empty folders go.
+if [ -d lib ]; then cp -a lib/. usr/lib/ && rm -rf lib; fi
 find . -type l -lname '/*' | while read -r link; do
   target=$(readlink "$link")
-  if [ -e ".$target" ]; then ln -sfn "$(realpath -ms --relative-to="$(dirname "$link")" ".$target")" "$link"; fi
+  for inside in ".$target" "./usr$target"; do
+    if [ -e "$inside" ]; then
+      ln -sfn "$(realpath -ms --relative-to="$(dirname "$link")" "$inside")" "$link"
+      break
+    fi
+  done
 done
 find . -xtype l -delete
 find . -depth -type d -empty -delete

@@ -82,23 +82,30 @@ step() {
 
 # --- libtorch: the image's CUDA one (asked before env.sh adds Debian's libraries to the loader
 # path), or Debian's in rehearsal.
-cmake_args=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DOMNIRT_TESTS=ON)
+# CMAKE_POLICY_VERSION_MINIMUM: should the image's CMake be 4.x, package files that still name
+# CMake 2.x policies load anyway (Debian's all use the <min>...<max> form; this is a safety net).
+cmake_args=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DOMNIRT_TESTS=ON -DCMAKE_POLICY_VERSION_MINIMUM=3.5)
 if [ "$rehearsal" != 1 ]; then
   torch_cmake=$(timeout 60 python3 -c 'import torch; print(torch.utils.cmake_prefix_path)' 2>/dev/null)
   torch_lib=$(timeout 60 python3 -c 'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "lib"))' 2>/dev/null)
-  # The CUDA libraries the torch wheel loads (nvidia-* wheels): the linker needs them to resolve
-  # libtorch_cuda's own dependencies when it links our executables.
-  nvidia_libs=$(timeout 60 python3 - 2>/dev/null <<'PY'
+  # The CUDA libraries and headers of the nvidia-* wheels the torch wheel uses: the linker needs
+  # the libraries to resolve libtorch_cuda's own dependencies when it links our executables, the
+  # compiler nccl.h (ProcessGroupNCCL.hpp includes it; the CUDA toolkit does not ship NCCL).
+  nvidia_dirs=$(timeout 60 python3 - 2>/dev/null <<'PY'
 import glob, os
 try:
     import nvidia
     roots = list(nvidia.__path__)
 except Exception:
     roots = []
-dirs = sorted({os.path.dirname(p) for r in roots for p in glob.glob(os.path.join(r, "**", "lib*.so*"), recursive=True)})
-print(":".join(dirs))
+libs = sorted({os.path.dirname(p) for r in roots for p in glob.glob(os.path.join(r, "**", "lib*.so*"), recursive=True)})
+incs = sorted({p for r in roots for p in glob.glob(os.path.join(r, "**", "include"), recursive=True) if os.path.isdir(p)})
+print(":".join(libs))
+print(":".join(incs))
 PY
 )
+  nvidia_libs=$(sed -n 1p <<<"$nvidia_dirs")
+  nvidia_includes=$(sed -n 2p <<<"$nvidia_dirs")
   nvcc_path=$(command -v nvcc || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
   if [ -n "$nvcc_path" ]; then
     cuda_root=$(dirname "$(dirname "$(readlink -f "$nvcc_path")")")
@@ -115,14 +122,18 @@ PY
   {
     echo
     echo "- libtorch: $torch_cmake (lib: $torch_lib)"
-    echo "- CUDA: ${cuda_root:-not found}; nvidia wheel libraries: ${nvidia_libs:-none found}"
+    echo "- CUDA: ${cuda_root:-not found}"
+    echo "- nvidia wheel libraries: ${nvidia_libs:-none found}"
+    echo "- nvidia wheel headers: ${nvidia_includes:-none found}"
   } >>"$report"
 fi
 
 # shellcheck source=scripts/device/env.sh
 source "$root/scripts/device/env.sh"
-if [ "$rehearsal" != 1 ] && [ -n "${nvidia_libs:-}" ]; then
-  export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$nvidia_libs:$torch_lib"
+if [ "$rehearsal" != 1 ]; then
+  export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:${nvidia_libs:+$nvidia_libs:}$torch_lib"
+  export LIBRARY_PATH="$LIBRARY_PATH${nvidia_libs:+:$nvidia_libs}"
+  if [ -n "${nvidia_includes:-}" ]; then export CPATH="$CPATH:$nvidia_includes"; fi
 fi
 # Debian's gloo headers only where the torch wheel has none of its own (ProcessGroupGloo.hpp
 # includes gloo/...): gather.sh keeps them apart from usr/include for that reason.
