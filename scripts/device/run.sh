@@ -204,6 +204,7 @@ else
       echo "$f:"
       ldd "$f" | grep -v "$root/$build" | sed 's/^/   /'
     done | tee "$OUT/ldd.txt"
+    if grep -q 'not found' "$OUT/ldd.txt"; then echo "UNRESOLVED libraries (see ldd.txt)"; bad=1; fi
     local sys_libs
     sys_libs=$(grep -oE '=> /(usr/)?lib/x86_64-linux-gnu/[^ ]+' "$OUT/ldd.txt" | awk '{print $2}' | sort -u)
     for lib in $sys_libs; do
