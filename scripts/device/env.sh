@@ -26,10 +26,25 @@ _omnirt_prepend CMAKE_PREFIX_PATH "$_d/usr"
 _omnirt_prepend CPATH "$_d/usr/include:$_d/usr/include/x86_64-linux-gnu"
 _omnirt_prepend LIBRARY_PATH "$OMNIRT_DEVICE_LIBS"
 _omnirt_prepend LD_LIBRARY_PATH "$OMNIRT_DEVICE_LIBS"
+# fallback/: base libraries (libbsd, libmd, libcom_err, libkeyutils) used only where the image's
+# ldconfig does not know the soname.
+if [ -d "$_d/fallback" ]; then
+  rm -rf "$_d/fallback-active" && mkdir -p "$_d/fallback-active"
+  for _f in "$_d"/fallback/lib*.so.*; do
+    _soname=$(basename "$_f")
+    case $_soname in *.so.[0-9]) ;; *) continue ;; esac  # the soname links only
+    if ! /sbin/ldconfig -p 2>/dev/null | grep -q "[[:space:]]$_soname "; then
+      ln -sf "../fallback/$_soname" "$_d/fallback-active/$_soname"
+      echo "env.sh: $_soname from .device-deps/fallback (the image has none)" >&2
+    fi
+  done
+  export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$_d/fallback-active"
+  export LIBRARY_PATH="$LIBRARY_PATH:$_d/fallback-active"
+fi
 # Only our .pc files (they are complete; gather.sh made them relocatable with ${pcfiledir}), read
 # by our pkgconf through a wrapper that finds its library (CMake's FindPkgConfig uses $PKG_CONFIG).
 export PKG_CONFIG_LIBDIR="$_d/usr/lib/x86_64-linux-gnu/pkgconfig:$_d/usr/lib/pkgconfig:$_d/usr/share/pkgconfig"
 unset PKG_CONFIG_PATH PKG_CONFIG_SYSROOT_DIR
 export PKG_CONFIG="$_omnirt_env_dir/pkg-config"
-unset _d _omnirt_root _omnirt_env_dir
+unset _d _f _soname _omnirt_root _omnirt_env_dir
 unset -f _omnirt_prepend

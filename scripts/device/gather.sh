@@ -92,6 +92,21 @@ rm -rf "$dest"
 mkdir -p "$dest"
 for f in "${debs[@]}"; do dpkg -x "$f" "$dest" || { echo "gather: dpkg -x failed: $f"; status=1; }; done
 printf '%s\n' "${debs[@]##*/}" >"$dest/PACKAGES"
+# Small base libraries that a Debian or Ubuntu image usually has but a slim one may lack: kept
+# apart in fallback/, which env.sh puts on the loader path only for the sonames the image's
+# ldconfig does not know (ahead of the image's own, an older copy could break its programs).
+fallback_packages=(libbsd0 libmd0 libcom-err2 libkeyutils1)
+fallback_tmp=$(mktemp -d)
+mkdir -p "$dest/fallback"
+(cd "$cache" && apt-get download -q "${fallback_packages[@]}" >/dev/null 2>&1) ||
+  echo "gather: could not download ${fallback_packages[*]}"
+for p in "${fallback_packages[@]}"; do
+  f=$(ls -t "$cache/${p}"_*.deb 2>/dev/null | head -1)
+  if [ -z "$f" ]; then echo "gather: MISSING fallback $p"; status=1; continue; fi
+  dpkg -x "$f" "$fallback_tmp" && echo "${f##*/}" >>"$dest/FALLBACK"
+done
+find "$fallback_tmp" -name 'lib*.so.*' \( -type f -o -type l \) -exec cp -a {} "$dest/fallback/" \;
+rm -rf "$fallback_tmp"
 echo "gather: unpacked $(du -sh "$dest" | cut -f1)"
 
 step "trimming"

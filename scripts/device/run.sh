@@ -157,7 +157,7 @@ step configure 120 configure.log cmake -S . -B "$build" "${cmake_args[@]}"
 
 # --- build: first what the bench needs, then the tests (a slow build still yields the bench).
 if [ "$rehearsal" = 1 ]; then
-  targets=(${DEVICE_REHEARSAL_TARGETS:-core_tensor_test omnirt_control omnirt_media})
+  targets=(${DEVICE_REHEARSAL_TARGETS:-core_tensor_test omnirt_control omnirt_media omnirt_text omnirt_config omnirt_relay omnirt_serve_http})
   step build 3000 build.log nice ninja -C "$build" -j "$jobs" "${targets[@]}"
 else
   step build-omnirt 240 build.log ninja -C "$build" -j "$jobs" omnirt omnirt_qwen3_plugin omnirt_c10d_plugin
