@@ -96,6 +96,7 @@ std::string pipeline_text(const GenerateBenchOptions& options, const std::string
         << ", max_prefill_tokens: " << options.max_prefill_tokens
         << ", enable_prefix_cache: false, num_threads: " << threads << "}\n"
         << "    terminal: true\n";
+    if (options.gpu >= 0) out << "    gpu: " << options.gpu << "\n";
     return out.str();
 }
 
@@ -285,6 +286,10 @@ Status check_generate_options(GenerateBenchOptions& options) {
         return fail(ErrorCode::invalid_argument,
                     "--preset has no weights: it runs with --load-format dummy");
     }
+    if (options.gpu < -1) {
+        return fail(ErrorCode::invalid_argument,
+                    "--gpu must be a GPU id (>= 0), or -1 for the CPU");
+    }
     if (options.threads < 0 || options.max_prefill_tokens < 1) {
         return fail(ErrorCode::invalid_argument,
                     "--threads must not be negative, --max-prefill-tokens must be positive");
@@ -443,11 +448,12 @@ std::string format_generate_table(const GenerateBenchReport& report) {
     std::ostringstream out;
     char line[512];
     std::snprintf(line, sizeof line,
-                  "generate bench: %s, %.1fM parameters, %s, %s weights\n"
+                  "generate bench: %s, %.1fM parameters, %s, %s weights, on %s\n"
                   "input %d tokens, output %d tokens; %d threads; read bandwidth %.1f GB/s (best "
                   "of 5 over %.1f GiB, median %.1f); load %.1f s\n",
                   report.model.c_str(), static_cast<double>(report.parameters) / 1e6,
-                  o.dtype.c_str(), o.load_format == "dummy" ? "dummy" : "checkpoint", o.input_len,
+                  o.dtype.c_str(), o.load_format == "dummy" ? "dummy" : "checkpoint",
+                  o.gpu >= 0 ? ("cuda:" + std::to_string(o.gpu)).c_str() : "cpu", o.input_len,
                   o.output_len, report.threads, report.bandwidth_gbps,
                   static_cast<double>(report.bandwidth_bytes) / (1 << 30),
                   report.bandwidth_median_gbps, report.load_seconds);
@@ -494,6 +500,7 @@ std::string generate_report_json(const GenerateBenchReport& report) {
                            {"preset", o.preset},
                            {"load_format", o.load_format},
                            {"dtype", o.dtype},
+                           {"device", o.gpu >= 0 ? "cuda:" + std::to_string(o.gpu) : "cpu"},
                            {"parameters", report.parameters},
                            {"input_len", o.input_len},
                            {"output_len", o.output_len},

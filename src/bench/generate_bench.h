@@ -51,6 +51,9 @@ struct GenerateBenchOptions {
     std::int64_t max_prefill_tokens = 2048;
     std::string plugin;  // the family's plugin; empty: <dir of this executable>/../lib/...
     std::size_t bandwidth_bytes = 0;  // 0: 1 GiB
+    // -1: the stage runs on CPU; N >= 0: on cuda:N (the stage's `gpu: N`; needs a CUDA libtorch).
+    // The roofline still divides by the host read bandwidth measured here, not the GPU's.
+    int gpu = -1;
 };
 
 struct GenerateBatchResult {

@@ -43,6 +43,9 @@ void add_bench_generate_command(CLI::App& bench, int& exit_code) {
         "Engine threads (the stage's num_threads; default: OMP_NUM_THREADS, else the CPUs)");
     command->add_option("--max-prefill-tokens", options->max_prefill_tokens,
                         "Prompt tokens per engine step (default 2048)");
+    command->add_option("--gpu", options->gpu,
+                        "Run the model on cuda:N (the stage's gpu: N; needs a CUDA libtorch); "
+                        "default -1, the CPU");
     command->add_option("--plugin", options->plugin,
                         "The family's plugin (default <bin>/../lib/<the family's plugin>)");
     auto bandwidth_mib = std::make_shared<std::size_t>(0);

@@ -20,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "torch_bridge/c10d_backend.h"
 #include "torch_bridge/torch_errors.h"
 
 namespace omnirt::engine {
@@ -72,7 +73,7 @@ struct Waiter {
 struct C10dTpGroup::State {
     TpGroupOptions options;
     std::string who;  // "<name> TP group (rank r of n, rendezvous ...)"
-    c10::intrusive_ptr<c10d::ProcessGroup> group;
+    c10::intrusive_ptr<torch_bridge::C10dBackend> group;
     bool host_staging = false;  // gloo with tensors off the CPU: collectives on host copies
 
     std::mutex mutex;

@@ -416,7 +416,7 @@ void CoreImpl::cleanup(const std::string& request_id) {
 
 void CoreImpl::close() {
     std::vector<std::shared_ptr<Transfer>> transfers;
-    c10::intrusive_ptr<c10d::ProcessGroup> process_group;
+    c10::intrusive_ptr<torch_bridge::C10dBackend> process_group;
     {
         std::lock_guard lock(mutex_);
         if (closed_) return;

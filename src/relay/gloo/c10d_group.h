@@ -2,12 +2,12 @@
 // Joining a c10d process group for a relay: the store behind the rendezvous, the process group
 // and the facts the relay needs about it. Internal to omnirt_relay_gloo; includes libtorch, so
 // only this directory's .cpp files include it.
-#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include <string>
 
 #include "relay/gloo/c10d_relay.h"
+#include "torch_bridge/c10d_backend.h"
 
 namespace omnirt::relay {
 
@@ -20,7 +20,7 @@ enum class C10dWaitMode {
 };
 
 struct C10dGroup {
-    c10::intrusive_ptr<c10d::ProcessGroup> process_group;
+    c10::intrusive_ptr<torch_bridge::C10dBackend> process_group;
     std::string id;  // the same on every rank of the group (see c10d_metadata.h)
     Device device;   // where the tensors moved by this group live
     C10dWaitMode wait_mode = C10dWaitMode::abort_sliced;
