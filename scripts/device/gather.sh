@@ -27,6 +27,7 @@ core_packages=(
   nlohmann-json3-dev libyaml-cpp-dev libcli11-dev libspdlog-dev libfmt-dev
   libboost1.74-dev libpcre2-dev libicu-dev libsndfile1-dev libsoxr-dev
   libucx-dev libgloo-dev
+  libjpeg62-turbo-dev libpng-dev libwebp-dev
   libgtest-dev libgmock-dev
   pkgconf pkgconf-bin libpkgconf3
 )
