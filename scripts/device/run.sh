@@ -120,7 +120,9 @@ PY
                -DCMAKE_BUILD_RPATH="${torch_lib}")
   # GCC 13+ no longer includes <cstdint> through other standard headers; omnirt is written on
   # GCC 12. A safety net for the image's compiler, not a fix (the report shows the compiler).
-  cmake_args+=(-DCMAKE_CXX_FLAGS="-include cstdint")
+  # The torch wheel ships its own fmt headers (a newer fmt than Debian's spdlog was built for),
+  # on the include path ahead of ours: our Debian headers go first.
+  cmake_args+=(-DCMAKE_CXX_FLAGS="-include cstdint -I${OMNIRT_DEVICE_DEPS:-$root/.device-deps}/usr/include")
   {
     echo
     echo "- libtorch: $torch_cmake (lib: $torch_lib)"

@@ -111,7 +111,8 @@ Result<Tensor> from_torch(const at::Tensor& tensor) {
 
     // View the whole torch storage so that the offset and strides carry over unchanged.
     const c10::Storage& torch_storage = tensor.storage();
-    auto* base = static_cast<std::byte*>(torch_storage.data());
+    // const in libtorch 2.x; the wrapped storage is read-only or writable as the tensor is.
+    auto* base = const_cast<std::byte*>(static_cast<const std::byte*>(torch_storage.data()));
     std::size_t storage_bytes = torch_storage.nbytes();
     std::size_t offset_bytes =
         static_cast<std::size_t>(tensor.storage_offset()) * tensor.element_size();

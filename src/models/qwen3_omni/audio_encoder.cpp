@@ -1,6 +1,7 @@
 #include "models/qwen3_omni/audio_encoder.h"
 
 #include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
 
 #include <algorithm>
 #include <cmath>
@@ -213,7 +214,7 @@ void AudioEncoder::encoder_layer(const Layer& layer, at::Tensor& x,
 Result<std::vector<at::Tensor>> AudioEncoder::forward(const std::vector<at::Tensor>& mels) const {
     OMNI_RETURN_IF_ERROR(check_input(mels));
     try {
-        at::NoGradGuard no_grad;
+        c10::NoGradGuard no_grad;
         at::Tensor x = embed(mels);
         // Step 6: windows of window_tokens() tokens inside each audio.
         const std::int64_t window = config_.window_tokens();

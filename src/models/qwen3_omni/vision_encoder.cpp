@@ -1,6 +1,7 @@
 #include "models/qwen3_omni/vision_encoder.h"
 
 #include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
 
 #include <algorithm>
 #include <cmath>
@@ -233,7 +234,7 @@ Result<std::vector<VisionItemOutput>> VisionEncoder::forward(
     const at::Tensor& pixel_values, const std::vector<GridThw>& grids) const {
     OMNI_RETURN_IF_ERROR(check_input(pixel_values, grids));
     try {
-        at::NoGradGuard no_grad;
+        c10::NoGradGuard no_grad;
         const std::int64_t merge_size = config_.spatial_merge_size;
         const at::TensorOptions options = at::TensorOptions(options_.dtype).device(options_.device);
         // Steps 1-2.
