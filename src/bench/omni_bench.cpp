@@ -1,5 +1,6 @@
 #include "bench/omni_bench.h"
 
+#include <unistd.h>
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -11,7 +12,6 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
-#include <unistd.h>
 #include <vector>
 
 #include "config/load.h"
@@ -71,9 +71,9 @@ Result<OmniRequest> make_request(const OmniBenchOptions& options, int index) {
     List content;
     for (int i = 0; i < options.images; ++i) {
         // Distinct pixels per request and image: the encoder cache never answers.
-        content.push_back(media_part(
-            "image", bmp(options.image_width, options.image_height,
-                         static_cast<std::uint32_t>(index * 131 + i * 7 + 1))));
+        content.push_back(
+            media_part("image", bmp(options.image_width, options.image_height,
+                                    static_cast<std::uint32_t>(index * 131 + i * 7 + 1))));
     }
     if (options.audio_seconds > 0) {
         OMNI_TRY(std::vector<std::uint8_t> audio, wav(options.audio_seconds));
@@ -90,9 +90,9 @@ Result<OmniRequest> make_request(const OmniBenchOptions& options, int index) {
     }
     content.push_back(Value(Map{{"type", Value("text")}, {"text", Value("Describe it.")}}));
     OmniRequest request;
-    request.inputs = Value(Map{
-        {"messages", Value(List{Value(Map{{"role", Value("user")},
-                                          {"content", Value(std::move(content))}})})}});
+    request.inputs =
+        Value(Map{{"messages", Value(List{Value(Map{{"role", Value("user")},
+                                                    {"content", Value(std::move(content))}})})}});
     request.params = Value(Map{{"max_tokens", Value(std::int64_t{1})},
                                {"sampling", Value(Map{{"temperature", Value(0.0)}})}});
     return request;
@@ -153,8 +153,8 @@ Result<OmniBenchReport> run_omni_bench(const OmniBenchOptions& options) {
     if (model_path.empty()) {
         OMNI_TRY(const models::ModelFamily* family, models::builtin_families().find("qwen3_omni"));
         model_path = (work / "checkpoint").string();
-        OMNI_TRY(auto made, family->make_checkpoint(model_path, {.arch = family->name,
-                                                                 .preset = options.preset}));
+        OMNI_TRY(auto made, family->make_checkpoint(
+                                model_path, {.arch = family->name, .preset = options.preset}));
         (void)made;
     }
     std::string config_path = options.config_path;
@@ -238,8 +238,8 @@ Result<OmniBenchReport> run_omni_bench(const OmniBenchOptions& options) {
     report.ttft_mean_ms = ttft_ms.empty() ? 0 : sum / static_cast<double>(ttft_ms.size());
     const double seconds = std::chrono::duration<double>(last_end - measure_start).count();
     report.requests_per_second = seconds > 0 ? report.measured / seconds : 0;
-    const int items = options.images + (options.audio_seconds > 0 ? 1 : 0) +
-                      (options.video_file.empty() ? 0 : 1);
+    const int items =
+        options.images + (options.audio_seconds > 0 ? 1 : 0) + (options.video_file.empty() ? 0 : 1);
     report.encoder_items_per_second = report.requests_per_second * items;
     std::map<std::string, double> compute = stage_compute_ms(work / "trace", measured_ids);
     double path_ms = 0;

@@ -16,8 +16,9 @@ void add_bench_omni_command(CLI::App& bench, int& exit_code) {
     auto image_size = std::make_shared<std::string>("640x480");
     CLI::App* command = bench.add_subcommand(
         "omni", "Time to first token of the Qwen3-Omni understanding pipeline, split by stage");
-    command->add_option("--preset", options->preset,
-                        "Generated checkpoint size when no --model-path (tiny, small; default tiny)");
+    command->add_option(
+        "--preset", options->preset,
+        "Generated checkpoint size when no --model-path (tiny, small; default tiny)");
     command->add_option("--model-path", options->model_path, "A Qwen3-Omni checkpoint directory");
     command->add_option("--config", options->config_path,
                         "Pipeline config (default configs/qwen3_omni_thinker.yaml of the build)");
