@@ -184,9 +184,13 @@ std::map<std::string, Frames> run(const std::vector<std::vector<std::int32_t>>& 
     std::map<std::string, Frames> out;
     for (std::size_t i = 0; i < prompts.size(); ++i) {
         harness.submit("r" + std::to_string(i), prompts[i], params);
-        if (!together) EXPECT_TRUE(harness.wait_for_ends(1));
+        if (!together) {
+            EXPECT_TRUE(harness.wait_for_ends(1));
+        }
     }
-    if (together) EXPECT_TRUE(harness.wait_for_ends(prompts.size()));
+    if (together) {
+        EXPECT_TRUE(harness.wait_for_ends(prompts.size()));
+    }
     for (std::size_t i = 0; i < prompts.size(); ++i) {
         const RequestOutput& output = harness.outputs["r" + std::to_string(i)];
         EXPECT_FALSE(output.error.has_value()) << output.error->to_string();

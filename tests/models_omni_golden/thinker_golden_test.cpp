@@ -194,3 +194,51 @@ TEST(OmniThinkerTest, GreedyContinuationMatchesTransformersGenerate) {
 
 }  // namespace
 }  // namespace omnirt::models::qwen3_omni
+
+namespace omnirt::models::qwen3_omni {
+namespace {
+
+// compute_rope_index against transformers' get_rope_index on the goldens' prompts: text only,
+// an image with an audio, and a two-group video (second_per_grid 1.0).
+TEST(OmniPositionsGoldenTest, RopeIndexMatchesTransformers) {
+    auto golden = Golden::open();
+    if (!golden || !golden->has("video.positions")) GTEST_SKIP() << "no positions golden";
+    const at::Tensor image_grid = golden->get("inputs.image_grid")[0];
+    const at::Tensor video_grid = golden->get("inputs.video_grid")[0];
+    const std::int64_t audio_frames = golden->get("inputs.audio_lengths")[0].item<std::int64_t>();
+    auto grid_of = [](const at::Tensor& row) {
+        return GridThw{row[0].item<std::int64_t>(), row[1].item<std::int64_t>(),
+                       row[2].item<std::int64_t>()};
+    };
+    struct Case {
+        std::string name;
+        MediaItems media;
+    };
+    std::vector<Case> cases(3);
+    cases[0].name = "text";
+    cases[1].name = "image_audio";
+    cases[1].media.images.push_back(grid_of(image_grid));
+    cases[1].media.audio_mel_frames.push_back(audio_frames);
+    cases[2].name = "video";
+    cases[2].media.videos.push_back(
+        {.grid = grid_of(video_grid),
+         .second_per_grid = golden->get("inputs.video_second_per_grid")[0].item<double>()});
+    for (const Case& c : cases) {
+        const at::Tensor ids = golden->get(c.name + ".input_ids");
+        std::vector<std::int64_t> prompt(ids.data_ptr<std::int64_t>(),
+                                         ids.data_ptr<std::int64_t>() + ids.size(0));
+        auto rope = compute_rope_index(prompt, c.media);
+        ASSERT_TRUE(rope.has_value()) << c.name << ": " << rope.error().to_string();
+        const at::Tensor expected = golden->get(c.name + ".positions");
+        for (std::int64_t axis = 0; axis < 3; ++axis) {
+            for (std::int64_t row = 0; row < ids.size(0); ++row) {
+                ASSERT_EQ(rope->positions[axis][row], expected[axis][row].item<float>())
+                    << c.name << " axis " << axis << " row " << row;
+            }
+        }
+        EXPECT_EQ(rope->rope_delta, golden->get(c.name + ".rope_delta")[0].item<float>()) << c.name;
+    }
+}
+
+}  // namespace
+}  // namespace omnirt::models::qwen3_omni
