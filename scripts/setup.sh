@@ -17,6 +17,8 @@ packages=(
   # HTTP / WebSocket, tokenizer regex, media
   libboost1.74-dev libpcre2-dev libicu-dev libsndfile1-dev libsoxr-dev
   libjpeg-dev libpng-dev libwebp-dev libavformat-dev libavcodec-dev libavutil-dev libswscale-dev
+  # remote media (http(s) image / audio / video URLs)
+  libcurl4-openssl-dev
   # relay data plane and model compute
   libucx-dev libtorch-dev libgloo-dev libopenblas0-pthread
   # end-to-end tests

@@ -6,6 +6,7 @@
 // the stream and the non-stream answers agree, errors are clear.
 import assert from 'node:assert/strict';
 import { readFile, mkdtemp, rm } from 'node:fs/promises';
+import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
@@ -25,7 +26,8 @@ before(async () => {
                                                    '--preset', 'tiny', '--quiet', '--out', dir]);
     assert.equal(made.code, 0, made.stderr);
     server = await startServer({
-        args: ['--config', 'configs/qwen3_omni_thinker.yaml', '--model-path', dir],
+        args: ['--config', 'configs/qwen3_omni_thinker.yaml', '--model-path', dir,
+               '--allow-remote-media'],
         startTimeoutMs: 120_000,
     });
     client = openaiClient(server);
@@ -139,6 +141,31 @@ test('several media parts and concurrent requests', async () => {
         assert.equal(answer.usage.prompt_tokens, answers[0].usage.prompt_tokens);
         assert.equal(answer.choices[0].message.content, answers[0].choices[0].message.content);
     }
+});
+
+test('an http image URL is fetched (with --allow-remote-media); a dead one is a 400', async () => {
+    const image = bmp(100, 70, 9);
+    const origin = http.createServer((request, response) => {
+        response.writeHead(200, { 'content-type': 'image/bmp', 'content-length': image.length });
+        response.end(image);
+    });
+    await new Promise((resolve) => origin.listen(0, '127.0.0.1', resolve));
+    try {
+        const url = `http://127.0.0.1:${origin.address().port}/picture.bmp`;
+        const text = await client.chat.completions.create(request([{ type: 'text', text: 'see' }]));
+        const fetched = await client.chat.completions.create(
+            request([{ type: 'image_url', image_url: { url } }, { type: 'text', text: 'see' }]));
+        assert.equal(fetched.usage.prompt_tokens - text.usage.prompt_tokens, 8);
+    } finally {
+        await new Promise((resolve) => origin.close(resolve));
+    }
+    await assert.rejects(
+        client.chat.completions.create(request([{ type: 'image_url', image_url: { url: 'http://127.0.0.1:1/x.png' } }])),
+        (error) => {
+            assert.equal(error.status, 400, String(error));
+            assert.match(error.message, /content\[0\] \(image\)/);
+            return true;
+        });
 });
 
 test('bad media gets a 400 naming the content part', async () => {

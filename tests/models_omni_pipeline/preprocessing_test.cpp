@@ -259,8 +259,12 @@ TEST(OmniPreprocessingTest, BadMediaIsNamedByItsContentPart) {
     expect_bad(chat(List{media_part("video", {0, 0, 0, 24, 'f', 't', 'y', 'p'})}), "(video)");
     expect_bad(chat(List{Value(Map{{"type", Value("image")},
                                    {"source", Value("remote_url")},
-                                   {"url", Value("https://example.com/a.png")}})}),
-               "remote media");
+                                   {"url", Value("http://127.0.0.1:1/a.png")}})}),
+               "inputs.messages[0].content[0] (image): http://127.0.0.1:1/a.png");
+    expect_bad(chat(List{Value(Map{{"type", Value("image")},
+                                   {"source", Value("remote_url")},
+                                   {"url", Value("file:///etc/passwd")}})}),
+               "only http and https");
     expect_bad(chat(List{Value(Map{{"type", Value("image")}, {"source", Value("bytes")}})}),
                "'data' must be bytes");
     PreprocessOptions one;

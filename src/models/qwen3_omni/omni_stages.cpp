@@ -66,6 +66,14 @@ Result<std::unique_ptr<pipeline::Scheduler>> make_preprocessing_stage(
         return fail(invalid(who, "arg 'max_media_items' must be 0 to 1024"));
     }
     options.max_media_items = static_cast<std::size_t>(max_items);
+    OMNI_TRY(std::int64_t remote_bytes, pipeline::int_arg(context, "remote_max_bytes", 64 << 20));
+    OMNI_TRY(std::int64_t remote_ms, pipeline::int_arg(context, "remote_timeout_ms", 10000));
+    if (remote_bytes < 1 || remote_ms < 1) {
+        return fail(
+            invalid(who, "args 'remote_max_bytes' and 'remote_timeout_ms' must be positive"));
+    }
+    options.fetch.max_bytes = remote_bytes;
+    options.fetch.timeout = std::chrono::milliseconds(remote_ms);
     std::shared_ptr<const text::Tokenizer> shared(std::move(*tokenizer));
     return pipeline::make_simple_scheduler(
         context,

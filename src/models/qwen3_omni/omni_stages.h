@@ -4,8 +4,10 @@
 //
 //   qwen3_omni.preprocessing              factory: preprocessing.h per request (SimpleScheduler;
 //                                         args model_path, use_audio_in_video (false),
-//                                         max_media_items (16), worker_threads (2); the request's
-//                                         params.stage_params.<stage>.use_audio_in_video wins)
+//                                         max_media_items (16), remote_max_bytes (64 MiB),
+//                                         remote_timeout_ms (10000), worker_threads (2); the
+//                                         request's params.stage_params.<stage>.use_audio_in_video
+//                                         wins)
 //   qwen3_omni.mm_aggregate               factory: passes the merged payload on
 //   qwen3_omni.route_by_modality          route: mm_aggregate, plus image_encoder / audio_encoder
 //                                         when the request has items for them

@@ -88,9 +88,13 @@ Result<std::vector<std::byte>> part_bytes(const MediaPart& media,
         return out;
     }
     if (kind == "remote_url") {
-        return fail(invalid(media.where +
-                            ": remote media URLs are not fetched by this pipeline; send the "
-                            "media inline (data: URL or input_audio) or as an allowed local file"));
+        const Value* url = media.part->find("url");
+        if (url == nullptr || !url->is_string()) {
+            return fail(invalid(media.where + ": 'url' must be a string"));
+        }
+        auto fetched = media::fetch_url(url->as_string(), options.fetch);
+        if (!fetched) return fail(invalid(media.where + ": " + fetched.error().message));
+        return std::move(*fetched);
     }
     return fail(invalid(media.where + ": unknown media source '" + kind + "'"));
 }

@@ -10,7 +10,8 @@
 //   audio_items [{key, mel f32 [128, T]}]
 //
 // Media parts are those of serve's chat parser (inputs.messages[i].content[k] = {"type": "image"
-// | "audio" | "video", "mime", "source": "bytes" | "path", "data" | "path"}). Errors name the part
+// | "audio" | "video", "mime", "source": "bytes" | "path" | "remote_url", "data" | "path" |
+// "url"}); remote URLs are fetched here (media/fetch.h, options.fetch). Errors name the part
 // ("inputs.messages[0].content[1] (image): ...") and are invalid_argument (a 400), whatever the
 // decoder's code: bad media is the client's.
 //
@@ -21,6 +22,7 @@
 #include "core/error.h"
 #include "core/request.h"
 #include "core/value.h"
+#include "media/fetch.h"
 #include "media/image.h"
 #include "media/video.h"
 #include "media/vision.h"
@@ -40,6 +42,7 @@ struct PreprocessOptions {
     media::ImageLimits image_limits;
     media::VisionResizeBounds image_bounds;
     media::VideoOptions video;
+    media::FetchOptions fetch;  // http(s) sources (serve passes them only with remote media on)
     bool add_generation_prompt = true;
 };
 
