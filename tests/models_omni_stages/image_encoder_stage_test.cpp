@@ -315,3 +315,47 @@ TEST(ImageEncoderStage, AbortDuringTheForwardDropsOnlyThatRequest) {
 
 }  // namespace
 }  // namespace omnirt::models::qwen3_omni
+
+namespace omnirt::models::qwen3_omni {
+namespace {
+
+using namespace testing;
+
+// load_format dummy reads only config.json: a directory without weights serves, with seeded
+// weights of the config's sizes (the same seed, the same outputs).
+TEST(ImageEncoderStage, DummyWeightsNeedOnlyTheConfig) {
+    const fs::path directory =
+        fs::path(::testing::TempDir()) / ("omnirt-dummy-encoder-" + std::to_string(::getpid()));
+    fs::create_directories(directory);
+    fs::copy_file(tiny_checkpoint() / "config.json", directory / "config.json",
+                  fs::copy_options::overwrite_existing);
+    auto run = [&](std::int64_t seed) {
+        pipeline::StageContext context = stage_context("image_encoder");
+        context.args = Map{{"model_path", Value(directory.string())},
+                           {"load_format", Value("dummy")},
+                           {"dummy_seed", Value(seed)}};
+        auto stage = make_image_encoder_stage(context);
+        OMNI_CHECK(stage.has_value(), stage.has_value() ? "" : stage.error().to_string().c_str());
+        submit(**stage, "a", items_data({image_item(11, 1, 4, 4)}));
+        OMNI_CHECK((*stage)->start().has_value(), "start");
+        auto results = collect(**stage, 1);
+        OMNI_CHECK(results.at("a").has_value(), "result");
+        return torch_of(item_of(*results.at("a"), 0).at("embeddings"));
+    };
+    const at::Tensor first = run(3);
+    EXPECT_EQ(first.sizes(), (std::vector<std::int64_t>{4, 32}));
+    EXPECT_TRUE(at::equal(first, run(3)));
+    EXPECT_FALSE(at::equal(first, run(4)));
+    // Without load_format dummy the missing weights are an error naming what is missing.
+    pipeline::StageContext context = stage_context("image_encoder");
+    context.args = Map{{"model_path", Value(directory.string())}};
+    EXPECT_FALSE(make_image_encoder_stage(context).has_value());
+    context.args = Map{{"model_path", Value(directory.string())}, {"load_format", Value("lazy")}};
+    auto bad = make_image_encoder_stage(context);
+    ASSERT_FALSE(bad.has_value());
+    EXPECT_NE(bad.error().message.find("load_format"), std::string::npos);
+    fs::remove_all(directory);
+}
+
+}  // namespace
+}  // namespace omnirt::models::qwen3_omni

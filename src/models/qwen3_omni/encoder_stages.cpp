@@ -5,14 +5,18 @@
 #include <sched.h>
 
 #include <chrono>
+#include <climits>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/dummy.h"
 #include "models/qwen3_omni/audio_encoder.h"
+#include "models/qwen3_omni/omni_weights.h"
 #include "models/qwen3_omni/vision_encoder.h"
 #include "pipeline/simple_scheduler.h"
 #include "pipeline/stage_args.h"
@@ -202,8 +206,12 @@ void set_intra_op_threads(std::int64_t requested) {
 
 // The arguments both stages take.
 struct StageArgs {
-    std::string who;  // "qwen3_omni.image_encoder stage 'image_encoder'"
-    std::unique_ptr<checkpoint::Checkpoint> checkpoint;
+    std::string who;        // "qwen3_omni.image_encoder stage 'image_encoder'"
+    nlohmann::json config;  // config.json
+    std::unique_ptr<checkpoint::Checkpoint> checkpoint;  // load_format auto
+    // load_format dummy: every tensor of the config, generated on request.
+    std::shared_ptr<std::map<std::string, checkpoint::TensorSpec, std::less<>>> dummy_specs;
+    checkpoint::DummyInit dummy_init;
     at::ScalarType dtype = at::kFloat;
     std::int64_t max_batch_size = 8;
     std::int64_t max_batch_wait_us = 2000;
@@ -246,10 +254,37 @@ Result<StageArgs> read_stage_args(const pipeline::StageContext& context, std::st
     if (!context.device.is_cpu()) {
         return fail(Error{ErrorCode::unimplemented, who + ": runs on the CPU only"});
     }
+    OMNI_TRY(std::string load_format, pipeline::string_arg(context, "load_format", "auto"));
+    OMNI_TRY(std::int64_t dummy_seed, bounded_arg(context, who, "dummy_seed", 0, 0, INT64_MAX));
     set_intra_op_threads(num_threads);
-    auto checkpoint = checkpoint::Checkpoint::open(model_path);
+    const std::filesystem::path directory(model_path);
+    if (load_format == "dummy") {
+        // Only config.json is read: weights at the config's real sizes, seeded (checkpoint/
+        // dummy.h), for benchmarks at real shapes without the checkpoint.
+        auto json = checkpoint::read_json_file(directory / checkpoint::kConfigFile);
+        if (!json) return fail(json.error().with_context(who));
+        auto parsed = parse_omni_config(*json);
+        if (!parsed) return fail(parsed.error().with_context(who));
+        auto specs =
+            omni_tensor_specs(*parsed, args.dtype == at::kBFloat16 ? DType::bf16 : DType::f32);
+        if (!specs) return fail(specs.error().with_context(who));
+        args.dummy_specs =
+            std::make_shared<std::map<std::string, checkpoint::TensorSpec, std::less<>>>();
+        for (checkpoint::TensorSpec& spec : *specs) {
+            args.dummy_specs->emplace(spec.name, std::move(spec));
+        }
+        args.dummy_init = {.seed = static_cast<std::uint64_t>(dummy_seed)};
+        args.config = std::move(*json);
+        return args;
+    }
+    if (load_format != "auto" && load_format != "safetensors") {
+        return fail(invalid(who + ": arg 'load_format' must be auto, safetensors or dummy, got '" +
+                            load_format + "'"));
+    }
+    auto checkpoint = checkpoint::Checkpoint::open(directory);
     if (!checkpoint) return fail(checkpoint.error().with_context(who));
     args.checkpoint = std::move(*checkpoint);
+    args.config = args.checkpoint->config();
     return args;
 }
 
@@ -273,8 +308,21 @@ Result<std::unique_ptr<pipeline::Scheduler>> make_stage(const pipeline::StageCon
     return std::unique_ptr<pipeline::Scheduler>(std::move(scheduler));
 }
 
-WeightLookup lookup_of(const checkpoint::Checkpoint& checkpoint) {
-    return [&checkpoint](const std::string& name) { return checkpoint.tensor(name); };
+// The checkpoint's tensors, or generated ones (load_format dummy).
+WeightLookup lookup_of(const StageArgs& args) {
+    if (args.dummy_specs) {
+        return [specs = args.dummy_specs,
+                init = args.dummy_init](const std::string& name) -> Result<Tensor> {
+            auto spec = specs->find(name);
+            if (spec == specs->end()) {
+                return fail(ErrorCode::not_found,
+                            "'" + name + "' is not a tensor of this config (dummy weights)");
+            }
+            return checkpoint::dummy_tensor(spec->second, init);
+        };
+    }
+    const checkpoint::Checkpoint* checkpoint = args.checkpoint.get();
+    return [checkpoint](const std::string& name) { return checkpoint->tensor(name); };
 }
 
 }  // namespace
@@ -284,9 +332,9 @@ Result<std::unique_ptr<pipeline::Scheduler>> make_image_encoder_stage(
     OMNI_TRY(StageArgs args, read_stage_args(context, kImageFactory));
     OMNI_TRY(std::int64_t max_rows,
              bounded_arg(context, args.who, "max_rows_per_item", 65536, 1, 1ll << 30));
-    auto config = vision_encoder_config_of(args.checkpoint->config());
+    auto config = vision_encoder_config_of(args.config);
     if (!config) return fail(config.error().with_context(args.who));
-    auto encoder = VisionEncoder::load(*config, lookup_of(*args.checkpoint), {.dtype = args.dtype});
+    auto encoder = VisionEncoder::load(*config, lookup_of(args), {.dtype = args.dtype});
     if (!encoder) return fail(encoder.error().with_context(args.who));
     return make_stage(context, args, std::make_unique<ImageItems>(std::move(*encoder), max_rows),
                       std::move(hooks));
@@ -297,9 +345,9 @@ Result<std::unique_ptr<pipeline::Scheduler>> make_audio_encoder_stage(
     OMNI_TRY(StageArgs args, read_stage_args(context, kAudioFactory));
     OMNI_TRY(std::int64_t max_frames,
              bounded_arg(context, args.who, "max_frames_per_item", 180000, 1, 1ll << 30));
-    auto config = audio_encoder_config_of(args.checkpoint->config());
+    auto config = audio_encoder_config_of(args.config);
     if (!config) return fail(config.error().with_context(args.who));
-    auto encoder = AudioEncoder::load(*config, lookup_of(*args.checkpoint), {.dtype = args.dtype});
+    auto encoder = AudioEncoder::load(*config, lookup_of(args), {.dtype = args.dtype});
     if (!encoder) return fail(encoder.error().with_context(args.who));
     return make_stage(context, args, std::make_unique<AudioItems>(std::move(*encoder), max_frames),
                       std::move(hooks));

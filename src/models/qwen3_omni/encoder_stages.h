@@ -26,6 +26,9 @@
 //                        else every CPU the process may run on); process-wide
 //   max_rows_per_item    image encoder: patches (pixel_values rows) of one item (65536)
 //   max_frames_per_item  audio encoder: mel frames of one item (180000, 30 minutes)
+//   load_format          "auto" (the checkpoint's safetensors) or "dummy": only config.json is
+//                        read and the weights are generated at its sizes (checkpoint/dummy.h)
+//   dummy_seed           the dummy weights' seed (0)
 //
 // Threads: one worker computes; the factory may run on any thread.
 #include <memory>
