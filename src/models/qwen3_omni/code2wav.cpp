@@ -45,7 +45,18 @@ at::Tensor causal_conv(const at::Tensor& x, const Code2Wav::Conv& conv, std::int
 at::Tensor causal_transposed_conv(const at::Tensor& x, const Code2Wav::Conv& conv,
                                   std::int64_t stride) {
     const std::int64_t trim = conv.weight.size(2) - stride;
-    const at::Tensor y = at::conv_transpose1d(x, conv.weight, conv.bias, stride);
+    at::Tensor y;
+    if (x.scalar_type() == at::kBFloat16 && x.device().is_cpu()) {
+        // libtorch 1.13's CPU bfloat16 ConvTranspose1d mixes up input and output channels
+        // ("weight of size [64, 32, 1, 16], expected input to have 32 channels") when they
+        // differ: run it in float32 and round the result, as a bfloat16 kernel accumulating in
+        // float32 would.
+        y = at::conv_transpose1d(x.to(at::kFloat), conv.weight.to(at::kFloat),
+                                 conv.bias.to(at::kFloat), stride)
+                .to(at::kBFloat16);
+    } else {
+        y = at::conv_transpose1d(x, conv.weight, conv.bias, stride);
+    }
     return y.narrow(2, trim, y.size(2) - 2 * trim).contiguous();
 }
 
