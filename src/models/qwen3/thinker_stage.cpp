@@ -1,9 +1,5 @@
 #include "models/qwen3/thinker_stage.h"
 
-#include <ATen/Parallel.h>
-#include <sched.h>
-
-#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -18,6 +14,7 @@
 #include "models/qwen3/weight_source.h"
 #include "pipeline/stage_args.h"
 #include "text/tokenizer.h"
+#include "torch_bridge/threads.h"
 #include "torch_bridge/torch_tensor.h"
 
 namespace omnirt::models::qwen3 {
@@ -101,21 +98,6 @@ checkpoint::ProgressCallback load_progress(std::string label) {
     };
 }
 
-// The ATen intra-op threads (the engine's parallel regions) of this process: `requested`, or
-// with 0 every CPU the process may run on unless OMP_NUM_THREADS says otherwise (libtorch's own
-// default counts physical cores and comes out at 1 on some VMs).
-void set_intra_op_threads(std::int64_t requested) {
-    if (requested == 0) {
-        const char* env = std::getenv("OMP_NUM_THREADS");
-        if (env != nullptr && std::atoi(env) > 0) return;
-        cpu_set_t set;
-        CPU_ZERO(&set);
-        if (sched_getaffinity(0, sizeof set, &set) != 0 || CPU_COUNT(&set) < 1) return;
-        requested = CPU_COUNT(&set);
-    }
-    at::set_num_threads(static_cast<int>(requested));
-}
-
 Result<std::int64_t> positive_arg(std::string_view factory, const pipeline::StageContext& context,
                                   std::string_view key, std::int64_t fallback) {
     OMNI_TRY(std::int64_t value, pipeline::int_arg(context, key, fallback));
@@ -168,7 +150,7 @@ Result<std::unique_ptr<pipeline::Scheduler>> make_thinker_stage(
     }
 
     // Before the model loads (conversions run in parallel) and the engine thread starts.
-    set_intra_op_threads(num_threads);
+    torch_bridge::set_intra_op_threads(num_threads);
     const std::filesystem::path directory(model_path);
     const bool dummy = *load_format == LoadFormat::dummy;
     OMNI_TRY(DType weight_dtype, torch_bridge::from_scalar_type(dtype));

@@ -1,12 +1,9 @@
 #include "models/qwen3_omni/encoder_stages.h"
 
-#include <ATen/Parallel.h>
 #include <ATen/ops/cat.h>
-#include <sched.h>
 
 #include <chrono>
 #include <climits>
-#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <string>
@@ -20,6 +17,7 @@
 #include "models/qwen3_omni/vision_encoder.h"
 #include "pipeline/simple_scheduler.h"
 #include "pipeline/stage_args.h"
+#include "torch_bridge/threads.h"
 #include "torch_bridge/torch_tensor.h"
 
 namespace omnirt::models::qwen3_omni {
@@ -190,20 +188,6 @@ class AudioItems final : public ItemEncoder {
     std::int64_t max_frames_;
 };
 
-// The ATen intra-op threads of this process: `requested`, or with 0 every CPU the process may
-// run on unless OMP_NUM_THREADS says otherwise (as the qwen3.thinker stage does).
-void set_intra_op_threads(std::int64_t requested) {
-    if (requested == 0) {
-        const char* env = std::getenv("OMP_NUM_THREADS");
-        if (env != nullptr && std::atoi(env) > 0) return;
-        cpu_set_t set;
-        CPU_ZERO(&set);
-        if (sched_getaffinity(0, sizeof set, &set) != 0 || CPU_COUNT(&set) < 1) return;
-        requested = CPU_COUNT(&set);
-    }
-    at::set_num_threads(static_cast<int>(requested));
-}
-
 // The arguments both stages take.
 struct StageArgs {
     std::string who;        // "qwen3_omni.image_encoder stage 'image_encoder'"
@@ -256,7 +240,7 @@ Result<StageArgs> read_stage_args(const pipeline::StageContext& context, std::st
     }
     OMNI_TRY(std::string load_format, pipeline::string_arg(context, "load_format", "auto"));
     OMNI_TRY(std::int64_t dummy_seed, bounded_arg(context, who, "dummy_seed", 0, 0, INT64_MAX));
-    set_intra_op_threads(num_threads);
+    torch_bridge::set_intra_op_threads(num_threads);
     const std::filesystem::path directory(model_path);
     if (load_format == "dummy") {
         // Only config.json is read: weights at the config's real sizes, seeded (checkpoint/
