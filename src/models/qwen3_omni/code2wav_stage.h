@@ -1,0 +1,76 @@
+#pragma once
+// `qwen3_omni.code2wav`: the streaming vocoder stage of the speech pipeline
+// (docs/models/qwen3_omni.md, qwen3-omni.md §7.3). A StreamingScheduler that turns the talker's
+// stream of codec frames into a stream of 24 kHz audio chunks for the client.
+//
+// Input, per request:
+//   stream chunks (from any stream source, normally the talker) whose data holds `codes`: an
+//   int32 or int64 CPU tensor [frames, num_quantizers] or [num_quantizers] (one frame). A frame
+//   whose first code is the codec EOS (talker_config.codec_eos_token_id, 2150 when absent) is
+//   skipped; every other code must be in [0, codebook_size).
+//   the request payload (its data is not read); it may arrive before or after the chunks.
+// Output:
+//   client stream chunks {"audio": float32 [samples], "sample_rate": 24000}, one per decoded
+//   chunk, in order;
+//   the result {"sample_rate": 24000, "samples": total samples emitted, "frames": frames kept}.
+//
+// Chunking (code2wav_stream_chunks): the first chunk holds first_chunk_frames new frames (a
+// short first chunk for a low time to first audio), every later one chunk_frames; a chunk is
+// decoded as soon as its frames are buffered, the remainder when the request is done. A chunk
+// decodes frames [begin - context, end) with context = min(left_context_frames, begin) through
+// Code2Wav::decode_chunk, which drops the context's samples. The concatenated audio therefore
+// equals decode_chunk over the same plan called directly.
+//
+// Errors: a malformed chunk (no `codes`, not a tensor, wrong dtype or shape, a code out of
+// range) fails its request with invalid_argument naming the chunk and the field; the stage keeps
+// serving the others. An aborted request's state is freed at once (StreamingScheduler).
+//
+// Not done yet: concurrent streams are decoded one request at a time (no batching of several
+// requests' chunks into one forward).
+//
+// factory_args (model_path is required; runtime prep injects the pipeline's model_path):
+//   model_path           checkpoint directory (config.json and the safetensors)
+//   dtype                "float32" (default) or "bfloat16": weights and activations
+//   chunk_frames         new frames per chunk after the first (25), in [1, 100000]
+//   first_chunk_frames   new frames of the first chunk (10), in [1, 100000]
+//   left_context_frames  frames decoded again in front of a chunk and dropped (25), [0, 100000]
+//   load_format          "auto" / "safetensors" (the checkpoint) or "dummy": only config.json is
+//                        read and the weights are generated at its sizes (checkpoint/dummy.h)
+//   dummy_seed           the dummy weights' seed (0)
+//   num_threads          ATen intra-op threads of the process; 0 (default) leaves them as they
+//                        are; process-wide
+//
+// Threads: the scheduler's one worker decodes; the factory may run on any thread.
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/error.h"
+#include "core/registry.h"
+#include "models/qwen3_omni/code2wav_config.h"
+#include "pipeline/scheduler.h"
+#include "pipeline/stage_factory.h"
+
+namespace omnirt::models::qwen3_omni {
+
+inline constexpr std::int64_t kCode2WavSampleRate = 24000;
+// talker_config.codec_eos_token_id of the released checkpoint.
+inline constexpr std::int64_t kDefaultCodecEosId = 2150;
+
+// The stage's chunking plan for `frames` frames: the first chunk first_chunk_frames new frames,
+// then chunk_frames each (the last one shorter), each with context = min(left_context, begin).
+// Empty for frames <= 0. Sizes >= 1 and left_context >= 0 are the caller's to check.
+[[nodiscard]] std::vector<Code2WavChunk> code2wav_stream_chunks(std::int64_t frames,
+                                                                std::int64_t first_chunk_frames,
+                                                                std::int64_t chunk_frames,
+                                                                std::int64_t left_context);
+
+// The factory.
+[[nodiscard]] Result<std::unique_ptr<pipeline::Scheduler>> make_code2wav_stage(
+    const pipeline::StageContext& context);
+
+// Registers `qwen3_omni.code2wav` (FunctionKind::factory, model_path injectable). Idempotent: an
+// existing entry is kept.
+[[nodiscard]] Status register_code2wav_stage(Registry& registry = Registry::global());
+
+}  // namespace omnirt::models::qwen3_omni
