@@ -22,6 +22,18 @@ Result<std::int64_t> int_arg(const StageContext& context, std::string_view key,
     return fail(wrong_arg(context, key, "an integer", it->second));
 }
 
+Result<std::int64_t> int_arg_in(const StageContext& context, const std::string& who,
+                                std::string_view key, std::int64_t fallback, std::int64_t low,
+                                std::int64_t high) {
+    OMNI_TRY(std::int64_t value, int_arg(context, key, fallback));
+    if (value < low || value > high) {
+        return fail(ErrorCode::invalid_argument,
+                    who + ": arg '" + std::string(key) + "' must be in [" + std::to_string(low) +
+                        ", " + std::to_string(high) + "], got " + std::to_string(value));
+    }
+    return value;
+}
+
 Result<double> number_arg(const StageContext& context, std::string_view key, double fallback) {
     const auto it = context.args.find(key);
     if (it == context.args.end() || it->second.is_null()) return fallback;

@@ -18,6 +18,11 @@ namespace omnirt::pipeline {
 
 [[nodiscard]] Result<std::int64_t> int_arg(const StageContext& context, std::string_view key,
                                            std::int64_t fallback);
+// int_arg() within [low, high]; outside it an invalid_argument error "<who>: arg 'key' must be in
+// [low, high], got v".
+[[nodiscard]] Result<std::int64_t> int_arg_in(const StageContext& context, const std::string& who,
+                                              std::string_view key, std::int64_t fallback,
+                                              std::int64_t low, std::int64_t high);
 [[nodiscard]] Result<double> number_arg(const StageContext& context, std::string_view key,
                                         double fallback);
 [[nodiscard]] Result<bool> bool_arg(const StageContext& context, std::string_view key,

@@ -19,6 +19,7 @@
 #include "models/qwen3_omni/code2wav_config.h"
 #include "models/qwen3_omni/code2wav_stage.h"
 #include "models/qwen3_omni/make_checkpoint.h"
+#include "models_omni_stages/stage_harness.h"
 #include "pipeline/scheduler.h"
 #include "torch_bridge/torch_tensor.h"
 
@@ -26,32 +27,12 @@ namespace omnirt::models::qwen3_omni {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::tiny_checkpoint;
 
 constexpr std::int64_t kQuantizers = 16;
 constexpr std::int64_t kFirstChunk = 3;
 constexpr std::int64_t kChunk = 4;
 constexpr std::int64_t kLeftContext = 2;
-
-// The checkpoint directory, made on first use and removed at exit.
-const fs::path& tiny_checkpoint() {
-    struct Directory {
-        fs::path path;
-        Directory() {
-            path =
-                fs::temp_directory_path() / ("omnirt_code2wav_stage_" + std::to_string(::getpid()));
-            fs::remove_all(path);
-            auto made = make_checkpoint(
-                path, {.preset = "tiny", .seed = 7, .dtype = DType::bf16, .init_std = 0.1});
-            OMNI_CHECK(made.has_value(), made.has_value() ? "" : made.error().to_string().c_str());
-        }
-        ~Directory() {
-            std::error_code ignored;
-            fs::remove_all(path, ignored);
-        }
-    };
-    static const Directory directory;
-    return directory.path;
-}
 
 pipeline::StageContext stage_context(Map extra = {}) {
     Map args{{"model_path", Value(tiny_checkpoint().string())},

@@ -13,11 +13,13 @@
 
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/dummy.h"
+#include "checkpoint/tensor_check.h"
 #include "models/qwen3_omni/code2wav.h"
 #include "models/qwen3_omni/omni_config.h"
 #include "models/qwen3_omni/omni_weights.h"
 #include "pipeline/stage_args.h"
 #include "pipeline/streaming_scheduler.h"
+#include "torch_bridge/threads.h"
 #include "torch_bridge/torch_tensor.h"
 
 namespace omnirt::models::qwen3_omni {
@@ -28,26 +30,6 @@ constexpr std::int64_t kMaxChunkFrames = 100000;
 
 Error invalid(std::string message) {
     return Error{ErrorCode::invalid_argument, std::move(message)};
-}
-
-std::string shape_of(const Tensor& tensor) {
-    std::string out = "[";
-    for (std::size_t d = 0; d < tensor.dim(); ++d) {
-        out += (d > 0 ? ", " : "") + std::to_string(tensor.shape()[d]);
-    }
-    return out + "]";
-}
-
-Result<std::int64_t> bounded_arg(const pipeline::StageContext& context, const std::string& who,
-                                 std::string_view key, std::int64_t fallback, std::int64_t low,
-                                 std::int64_t high) {
-    OMNI_TRY(std::int64_t value, pipeline::int_arg(context, key, fallback));
-    if (value < low || value > high) {
-        return fail(invalid(who + ": arg '" + std::string(key) + "' must be in [" +
-                            std::to_string(low) + ", " + std::to_string(high) + "], got " +
-                            std::to_string(value)));
-    }
-    return value;
 }
 
 // What the stage keeps between chunks; immutable after the factory.
@@ -96,9 +78,9 @@ Status append_codes(const Code2WavStageSettings& settings, const pipeline::Strea
         !tensor.device().is_cpu() || tensor.dim() < 1 || tensor.dim() > 2 ||
         tensor.shape()[tensor.dim() - 1] != quantizers) {
         return fail(invalid(where + " must be " + expected + ", not " +
-                            (tensor.defined()
-                                 ? std::string(to_string(tensor.dtype())) + " " + shape_of(tensor)
-                                 : std::string("undefined"))));
+                            (tensor.defined() ? std::string(to_string(tensor.dtype())) + " " +
+                                                    checkpoint::shape_to_string(tensor.shape())
+                                              : std::string("undefined"))));
     }
     at::Tensor codes;
     try {
@@ -197,7 +179,8 @@ Result<std::shared_ptr<const Code2Wav>> load_model(const pipeline::StageContext&
                                                    const std::filesystem::path& directory,
                                                    at::ScalarType dtype, nlohmann::json& config) {
     OMNI_TRY(std::string load_format, pipeline::string_arg(context, "load_format", "auto"));
-    OMNI_TRY(std::int64_t dummy_seed, bounded_arg(context, who, "dummy_seed", 0, 0, INT64_MAX));
+    OMNI_TRY(std::int64_t dummy_seed,
+             pipeline::int_arg_in(context, who, "dummy_seed", 0, 0, INT64_MAX));
     WeightLookup lookup;
     std::unique_ptr<checkpoint::Checkpoint> checkpoint;
     if (load_format == "dummy") {
@@ -274,16 +257,17 @@ Result<std::unique_ptr<pipeline::Scheduler>> make_code2wav_stage(
             invalid(who + ": arg 'dtype' must be float32 or bfloat16, got '" + dtype_name + "'"));
     }
     OMNI_TRY(settings->chunk_frames,
-             bounded_arg(context, who, "chunk_frames", 25, 1, kMaxChunkFrames));
+             pipeline::int_arg_in(context, who, "chunk_frames", 25, 1, kMaxChunkFrames));
     OMNI_TRY(settings->first_chunk_frames,
-             bounded_arg(context, who, "first_chunk_frames", 10, 1, kMaxChunkFrames));
+             pipeline::int_arg_in(context, who, "first_chunk_frames", 10, 1, kMaxChunkFrames));
     OMNI_TRY(settings->left_context,
-             bounded_arg(context, who, "left_context_frames", 25, 0, kMaxChunkFrames));
-    OMNI_TRY(std::int64_t num_threads, bounded_arg(context, who, "num_threads", 0, 0, 1024));
+             pipeline::int_arg_in(context, who, "left_context_frames", 25, 0, kMaxChunkFrames));
+    OMNI_TRY(std::int64_t num_threads,
+             pipeline::int_arg_in(context, who, "num_threads", 0, 0, 1024));
     if (!context.device.is_cpu()) {
         return fail(Error{ErrorCode::unimplemented, who + ": runs on the CPU only"});
     }
-    if (num_threads > 0) at::set_num_threads(static_cast<int>(num_threads));
+    torch_bridge::set_intra_op_threads(num_threads);
     nlohmann::json config;
     OMNI_TRY(settings->model,
              load_model(context, who, std::filesystem::path(model_path), dtype, config));

@@ -37,8 +37,8 @@
 //   load_format          "auto" / "safetensors" (the checkpoint) or "dummy": only config.json is
 //                        read and the weights are generated at its sizes (checkpoint/dummy.h)
 //   dummy_seed           the dummy weights' seed (0)
-//   num_threads          ATen intra-op threads of the process; 0 (default) leaves them as they
-//                        are; process-wide
+//   num_threads          ATen intra-op threads of the process (0: OMP_NUM_THREADS when set,
+//                        else every CPU the process may run on); process-wide
 //
 // Threads: the scheduler's one worker decodes; the factory may run on any thread.
 #include <cstdint>

@@ -12,6 +12,7 @@
 
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/dummy.h"
+#include "checkpoint/tensor_check.h"
 #include "models/qwen3_omni/audio_encoder.h"
 #include "models/qwen3_omni/omni_weights.h"
 #include "models/qwen3_omni/vision_encoder.h"
@@ -32,14 +33,6 @@ Error invalid(std::string message) {
     return Error{ErrorCode::invalid_argument, std::move(message)};
 }
 
-std::string shape_of(const Tensor& tensor) {
-    std::string out = "[";
-    for (std::size_t d = 0; d < tensor.dim(); ++d) {
-        out += (d > 0 ? ", " : "") + std::to_string(tensor.shape()[d]);
-    }
-    return out + "]";
-}
-
 // The tensor `name` of `item`: a CPU tensor of `dtype` with `dims` dimensions.
 Result<const Tensor*> tensor_field(const Value& item, const char* name, DType dtype,
                                    std::size_t dims, const std::string& expected) {
@@ -50,10 +43,11 @@ Result<const Tensor*> tensor_field(const Value& item, const char* name, DType dt
     const Tensor& tensor = value->as_tensor();
     if (!tensor.defined() || tensor.dtype() != dtype || tensor.dim() != dims ||
         !tensor.device().is_cpu()) {
-        return fail(invalid(
-            std::string("'") + name + "' must be a CPU tensor " + expected + ", not " +
-            (tensor.defined() ? std::string(to_string(tensor.dtype())) + " " + shape_of(tensor)
-                              : std::string("undefined"))));
+        return fail(invalid(std::string("'") + name + "' must be a CPU tensor " + expected +
+                            ", not " +
+                            (tensor.defined() ? std::string(to_string(tensor.dtype())) + " " +
+                                                    checkpoint::shape_to_string(tensor.shape())
+                                              : std::string("undefined"))));
     }
     return &tensor;
 }
@@ -77,7 +71,7 @@ class ImageItems final : public ItemEncoder {
                                                     "float32 [rows, " + features + "]"));
         if (pixels->shape()[1] != config.patch_features()) {
             return fail(invalid("'pixel_values' must be float32 [rows, " + features + "], not " +
-                                shape_of(*pixels)));
+                                checkpoint::shape_to_string(pixels->shape())));
         }
         const std::int64_t rows = pixels->shape()[0];
         if (rows > max_rows_) {
@@ -88,7 +82,8 @@ class ImageItems final : public ItemEncoder {
         OMNI_TRY(const Tensor* grid_tensor,
                  tensor_field(item, "grid_thw", DType::i64, 1, "int64 [3]"));
         if (grid_tensor->shape()[0] != 3) {
-            return fail(invalid("'grid_thw' must be int64 [3], not " + shape_of(*grid_tensor)));
+            return fail(invalid("'grid_thw' must be int64 [3], not " +
+                                checkpoint::shape_to_string((*grid_tensor).shape())));
         }
         const at::Tensor grid_values = torch_bridge::to_torch(*grid_tensor);
         const GridThw grid{.t = grid_values[0].item<std::int64_t>(),
@@ -158,8 +153,8 @@ class AudioItems final : public ItemEncoder {
                  tensor_field(item, "mel", DType::f32, 2, "float32 [" + bins + ", T]"));
         const std::int64_t frames = mel->shape()[1];
         if (mel->shape()[0] != encoder_->config().num_mel_bins || frames < 1) {
-            return fail(
-                invalid("'mel' must be float32 [" + bins + ", T >= 1], not " + shape_of(*mel)));
+            return fail(invalid("'mel' must be float32 [" + bins + ", T >= 1], not " +
+                                checkpoint::shape_to_string((*mel).shape())));
         }
         if (frames > max_frames_) {
             return fail(invalid("'mel' has " + std::to_string(frames) +
@@ -202,18 +197,6 @@ struct StageArgs {
     std::int64_t cache_bytes = 256ll << 20;
 };
 
-Result<std::int64_t> bounded_arg(const pipeline::StageContext& context, const std::string& who,
-                                 std::string_view key, std::int64_t fallback, std::int64_t low,
-                                 std::int64_t high) {
-    OMNI_TRY(std::int64_t value, pipeline::int_arg(context, key, fallback));
-    if (value < low || value > high) {
-        return fail(invalid(who + ": arg '" + std::string(key) + "' must be in [" +
-                            std::to_string(low) + ", " + std::to_string(high) + "], got " +
-                            std::to_string(value)));
-    }
-    return value;
-}
-
 Result<StageArgs> read_stage_args(const pipeline::StageContext& context, std::string_view factory) {
     StageArgs args;
     args.who = std::string(factory) + " stage '" + context.stage_name + "'";
@@ -229,17 +212,19 @@ Result<StageArgs> read_stage_args(const pipeline::StageContext& context, std::st
         return fail(
             invalid(who + ": arg 'dtype' must be float32 or bfloat16, got '" + dtype_name + "'"));
     }
-    OMNI_TRY(args.max_batch_size, bounded_arg(context, who, "max_batch_size", 8, 1, 4096));
+    OMNI_TRY(args.max_batch_size, pipeline::int_arg_in(context, who, "max_batch_size", 8, 1, 4096));
     OMNI_TRY(args.max_batch_wait_us,
-             bounded_arg(context, who, "max_batch_wait_us", 2000, 0, 10'000'000));
-    OMNI_TRY(args.cache_bytes,
-             bounded_arg(context, who, "cache_bytes", 256ll << 20, 0, std::int64_t{1} << 50));
-    OMNI_TRY(std::int64_t num_threads, bounded_arg(context, who, "num_threads", 0, 0, 1024));
+             pipeline::int_arg_in(context, who, "max_batch_wait_us", 2000, 0, 10'000'000));
+    OMNI_TRY(args.cache_bytes, pipeline::int_arg_in(context, who, "cache_bytes", 256ll << 20, 0,
+                                                    std::int64_t{1} << 50));
+    OMNI_TRY(std::int64_t num_threads,
+             pipeline::int_arg_in(context, who, "num_threads", 0, 0, 1024));
     if (!context.device.is_cpu()) {
         return fail(Error{ErrorCode::unimplemented, who + ": runs on the CPU only"});
     }
     OMNI_TRY(std::string load_format, pipeline::string_arg(context, "load_format", "auto"));
-    OMNI_TRY(std::int64_t dummy_seed, bounded_arg(context, who, "dummy_seed", 0, 0, INT64_MAX));
+    OMNI_TRY(std::int64_t dummy_seed,
+             pipeline::int_arg_in(context, who, "dummy_seed", 0, 0, INT64_MAX));
     torch_bridge::set_intra_op_threads(num_threads);
     const std::filesystem::path directory(model_path);
     if (load_format == "dummy") {
@@ -315,7 +300,7 @@ Result<std::unique_ptr<pipeline::Scheduler>> make_image_encoder_stage(
     const pipeline::StageContext& context, EncoderStageHooks hooks) {
     OMNI_TRY(StageArgs args, read_stage_args(context, kImageFactory));
     OMNI_TRY(std::int64_t max_rows,
-             bounded_arg(context, args.who, "max_rows_per_item", 65536, 1, 1ll << 30));
+             pipeline::int_arg_in(context, args.who, "max_rows_per_item", 65536, 1, 1ll << 30));
     auto config = vision_encoder_config_of(args.config);
     if (!config) return fail(config.error().with_context(args.who));
     auto encoder = VisionEncoder::load(*config, lookup_of(args), {.dtype = args.dtype});
@@ -328,7 +313,7 @@ Result<std::unique_ptr<pipeline::Scheduler>> make_audio_encoder_stage(
     const pipeline::StageContext& context, EncoderStageHooks hooks) {
     OMNI_TRY(StageArgs args, read_stage_args(context, kAudioFactory));
     OMNI_TRY(std::int64_t max_frames,
-             bounded_arg(context, args.who, "max_frames_per_item", 180000, 1, 1ll << 30));
+             pipeline::int_arg_in(context, args.who, "max_frames_per_item", 180000, 1, 1ll << 30));
     auto config = audio_encoder_config_of(args.config);
     if (!config) return fail(config.error().with_context(args.who));
     auto encoder = AudioEncoder::load(*config, lookup_of(args), {.dtype = args.dtype});
