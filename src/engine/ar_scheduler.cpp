@@ -320,7 +320,7 @@ Result<std::unique_ptr<ArSequence>> ArScheduler::make_sequence(
     if (setup.prompt.empty()) return fail(ErrorCode::invalid_argument, "data.input_ids is empty");
     OMNI_TRY(SamplingParams params,
              parse_sampling_params(payload.request.params, config_.stage_name,
-                                   config_.default_sampling));
+                                   config_.default_sampling, config_.sampling_layers));
     // The context a request may fill: the model's positions and what the KV cache holds.
     const std::int64_t limit = std::min(max_positions_, capacity_tokens_);
     const auto prompt_tokens = static_cast<std::int64_t>(setup.prompt.size());

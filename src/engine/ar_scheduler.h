@@ -93,6 +93,9 @@ struct ArEngineConfig {
     std::int64_t watermark_blocks = -1;
     bool enable_prefix_cache = true;
     SamplingParams default_sampling;  // the stage's defaults (sampling_params.h)
+    // Which layers of a request's params apply (SamplingLayers::own: a talker ignores the
+    // client's max_tokens, stop strings and params.sampling, which are the text's).
+    SamplingLayers sampling_layers = SamplingLayers::all;
     // With a depth model: its codes' sampling, one entry for every depth or one per depth
     // (requests override it through RequestSetup::depth_sampling); empty: greedy.
     std::vector<SamplingParams> depth_sampling;

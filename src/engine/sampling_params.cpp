@@ -177,7 +177,8 @@ Status apply_sampling_layer(const Value& layer, std::string_view where, Sampling
 }
 
 Result<SamplingParams> parse_sampling_params(const Value& params, std::string_view stage_name,
-                                             const SamplingParams& defaults) {
+                                             const SamplingParams& defaults,
+                                             SamplingLayers layers) {
     SamplingParams out = defaults;
     if (params.is_null()) return out;
     if (!params.is_map()) {
@@ -185,12 +186,14 @@ Result<SamplingParams> parse_sampling_params(const Value& params, std::string_vi
                     "params must be a map, got " + params.debug_string());
     }
     // The top level holds only what the OpenAI layer puts there.
+    const bool all = layers == SamplingLayers::all;
     Map top;
     for (const char* key : {"max_tokens", "stop", "seed"}) {
+        if (!all && std::string_view(key) != "seed") continue;
         if (const Value* value = params.find(key)) top.emplace(key, *value);
     }
     OMNI_RETURN_IF_ERROR(apply_sampling_layer(Value(std::move(top)), "params", out));
-    if (const Value* sampling = params.find("sampling")) {
+    if (const Value* sampling = all ? params.find("sampling") : nullptr) {
         OMNI_RETURN_IF_ERROR(apply_sampling_layer(*sampling, "params.sampling", out));
     }
     if (const Value* stages = present(params, "stage_sampling")) {

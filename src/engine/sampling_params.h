@@ -9,7 +9,9 @@
 //   2. the top-level params.max_tokens, params.stop and params.seed (the OpenAI layer's);
 //   3. params.sampling;
 //   4. params.stage_sampling.S.
-// A null field counts as absent.
+// A null field counts as absent. A stage whose parameters are its own (a talker: the client's
+// max_tokens, stop strings and sampling are the text's) reads only 1, params.seed and 4
+// (SamplingLayers::own).
 //
 // Thread safety: SamplingParams is a value; a SamplingState belongs to one request and is used
 // by the engine thread only.
@@ -68,9 +70,13 @@ struct SamplingParams {
 // The parameters of a request for stage `stage_name`: `defaults` (the stage's, e.g. from its
 // generation config), overlaid as described at the top of this file. `params` is the request's
 // params map (OmniRequest::params; null is treated as empty).
-[[nodiscard]] Result<SamplingParams> parse_sampling_params(const Value& params,
-                                                           std::string_view stage_name,
-                                                           const SamplingParams& defaults = {});
+enum class SamplingLayers : std::uint8_t {
+    all,  // the stage defaults, params.{max_tokens, stop, seed}, params.sampling, stage_sampling
+    own,  // the stage defaults, params.seed and params.stage_sampling.<stage> only
+};
+[[nodiscard]] Result<SamplingParams> parse_sampling_params(
+    const Value& params, std::string_view stage_name, const SamplingParams& defaults = {},
+    SamplingLayers layers = SamplingLayers::all);
 
 // The per-request state the Sampler needs across steps. The random stream is a 64-bit
 // Mersenne Twister seeded with params.seed (or `fallback_seed`) and is consumed once per sampled

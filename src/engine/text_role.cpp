@@ -33,6 +33,7 @@ Result<TokenFields> TextRole::on_token(ArSequence& sequence, const TokenStep& st
     if (step.hidden != nullptr && wants_hidden(sequence)) {
         fields.targets.insert_or_assign("hidden", hidden_row_value(*step.hidden));
     }
+    if (options_.token_fields) OMNI_RETURN_IF_ERROR(options_.token_fields(sequence, step, fields));
     return fields;
 }
 

@@ -30,11 +30,17 @@ using StreamTargetsFn =
 // positions) to a request's setup. An error fails the request.
 using ExtendSetupFn = std::function<Status(const StagePayload& payload, RequestSetup& setup)>;
 
+// Adds a model's own fields to a token's stream chunks (e.g. what a talker needs besides the
+// token id). An error fails the request.
+using TokenFieldsFn =
+    std::function<Status(ArSequence& sequence, const TokenStep& step, TokenFields& fields)>;
+
 struct TextRoleOptions {
     DetokenizeFn detokenize;             // optional: without it no text, no stop strings
     PrepareInputFn prepare_input;        // optional: prompts without data.input_ids
     StreamTargetsFn stream_targets_for;  // optional: every request streams to every target
     ExtendSetupFn extend_setup;          // optional: after the prompt is read
+    TokenFieldsFn token_fields;          // optional: after the hidden state
     // Each token's final hidden state goes to the stream targets as "hidden" (f32 [hidden]).
     bool stream_hidden = false;
 };

@@ -230,6 +230,8 @@ Result<Qwen3Config> parse_qwen3_config(const json& object) {
         OMNI_RETURN_IF_ERROR(read_bool(object, "norm_topk_prob", config.norm_topk_prob));
         OMNI_RETURN_IF_ERROR(
             read_int_list(object, "mlp_only_layers", config.mlp_only_layers, false));
+        OMNI_RETURN_IF_ERROR(read_int(object, "shared_expert_intermediate_size",
+                                      config.shared_expert_intermediate_size, false));
     }
     // router_aux_loss_coef, output_router_logits, initializer_range, use_cache, ...: training
     // only; ignored.
@@ -289,6 +291,9 @@ Status validate(const Qwen3Config& c) {
         }
         OMNI_RETURN_IF_ERROR(check_positive("moe_intermediate_size", c.moe_intermediate_size));
         OMNI_RETURN_IF_ERROR(check_positive("decoder_sparse_step", c.decoder_sparse_step));
+        if (c.shared_expert_intermediate_size < 0) {
+            return config_error("shared_expert_intermediate_size must not be negative");
+        }
         for (std::int64_t layer : c.mlp_only_layers) {
             if (layer < 0 || layer >= c.num_hidden_layers) {
                 return config_error("mlp_only_layers names layer " + std::to_string(layer) +
@@ -355,6 +360,9 @@ json to_json(const Qwen3Config& c) {
         out["decoder_sparse_step"] = c.decoder_sparse_step;
         out["norm_topk_prob"] = c.norm_topk_prob;
         out["mlp_only_layers"] = c.mlp_only_layers;
+        if (c.shared_expert_intermediate_size > 0) {
+            out["shared_expert_intermediate_size"] = c.shared_expert_intermediate_size;
+        }
         out["output_router_logits"] = false;
         out["router_aux_loss_coef"] = 0.001;
     }

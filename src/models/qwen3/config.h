@@ -50,6 +50,9 @@ struct Qwen3Config {
     std::int64_t decoder_sparse_step = 1;
     bool norm_topk_prob = false;
     std::vector<std::int64_t> mlp_only_layers;  // layers that keep a dense MLP
+    // A shared expert beside the routed ones (Qwen3-Omni's talker): a SwiGLU of this width whose
+    // output is scaled by sigmoid(shared_expert_gate(x)) and added to the experts' sum; 0: none.
+    std::int64_t shared_expert_intermediate_size = 0;
 
     [[nodiscard]] bool is_moe() const { return num_experts > 0; }
     // transformers' rule: sparse unless listed in mlp_only_layers, every decoder_sparse_step-th.

@@ -26,7 +26,9 @@ Result<std::unique_ptr<Qwen3Model>> Qwen3Model::create(const Qwen3Config& config
                                                        .device = options.device,
                                                        .prefix = options.weight_prefix,
                                                        .tp_rank = tp ? tp->rank() : 0,
-                                                       .tp_size = tp ? tp->size() : 1}));
+                                                       .tp_size = tp ? tp->size() : 1,
+                                                       .embed_name = options.embed_name,
+                                                       .lm_head_name = options.lm_head_name}));
     if (!options.rotary) {
         options.rotary = std::make_unique<DefaultRotaryEmbedding>(
             static_cast<int>(config.head_dim), config.rope_theta, config.max_position_embeddings,
@@ -288,6 +290,12 @@ void Qwen3Model::decoder_layer(std::int64_t index, at::Tensor& x, const RotaryTa
                                                   static_cast<int>(config_.num_experts_per_tok),
                                                   config_.norm_topk_prob)
                                         : swiglu_mlp(h, w.gate_up_proj, w.down_proj);
+    if (w.shared_gate_up.defined()) {
+        // transformers adds sigmoid(gate(h)) * shared_expert(h) after the routed experts' sum.
+        at::Tensor shared = swiglu_mlp(h, w.shared_gate_up, w.shared_down);
+        shared.mul_(at::sigmoid(project(h, w.shared_gate)));
+        mlp.add_(shared);
+    }
     reduce(mlp);  // the experts' / the MLP's partial sums over this rank's columns
     x.add_(mlp);
 }

@@ -8,7 +8,8 @@
 //               q, k = RMSNorm over head_dim (q_norm, k_norm); RoPE(q, k);
 //               k, v -> cache slots of the block tables; a = causal GQA attention of each
 //               sequence over its cached context; x += a * Wo^T;
-//               x += SwiGLU(RMSNorm(x)) (dense) or the routed experts' sum (MoE)
+//               x += SwiGLU(RMSNorm(x)) (dense) or the routed experts' sum (MoE), plus
+//               sigmoid(gate(h)) * shared expert(h) where there is a shared expert
 //   logits = RMSNorm(x[last token of each sequence]) * lm_head^T, float32.
 // Layer injections (DeepStack) are added to x after their layer, and captures copy x there (0:
 // after the embedding); positions come from SequenceInput::positions when given (the rotary
@@ -48,6 +49,9 @@ struct Qwen3ModelOptions {
     at::ScalarType dtype = at::kFloat;
     at::Device device = at::kCPU;
     std::string weight_prefix;  // "thinker." for Qwen3-Omni's thinker
+    // Names of the embedding table and the head after the prefix (the talker's differ).
+    std::string embed_name = "model.embed_tokens.weight";
+    std::string lm_head_name = "lm_head.weight";
     // Position encoding; null: DefaultRotaryEmbedding(head_dim, rope_theta). M-RoPE plugs in here.
     std::unique_ptr<RotaryEmbedding> rotary;
     // Tensor parallelism: this rank's group (its rank() and size() pick the weight shard); null

@@ -138,6 +138,25 @@ Status load_layer(const Qwen3Config& config, const Qwen3Shard& shard, const Load
                                              "hidden_size, moe_intermediate_size", columns));
         layer.expert_down.push_back(std::move(down));
     }
+    const std::int64_t shared = config.shared_expert_intermediate_size;
+    if (shared > 0) {
+        const std::int64_t part = shared / shard.size;
+        const Slice shared_rows{.dim = 0, .start = shard.rank * part, .length = part};
+        const Slice shared_columns{.dim = 1, .start = shard.rank * part, .length = part};
+        const std::string shared_prefix = prefix + "mlp.shared_expert.";
+        OMNI_TRY(at::Tensor gate,
+                 loader.get(shared_prefix + "gate_proj.weight", {shared, hidden},
+                            "shared_expert_intermediate_size, hidden_size", shared_rows));
+        OMNI_TRY(at::Tensor up,
+                 loader.get(shared_prefix + "up_proj.weight", {shared, hidden},
+                            "shared_expert_intermediate_size, hidden_size", shared_rows));
+        layer.shared_gate_up = at::cat({gate, up}, 0);
+        OMNI_TRY(layer.shared_down,
+                 loader.get(shared_prefix + "down_proj.weight", {hidden, shared},
+                            "hidden_size, shared_expert_intermediate_size", shared_columns));
+        OMNI_TRY(layer.shared_gate, loader.get(prefix + "mlp.shared_expert_gate.weight",
+                                               {1, hidden}, "1, hidden_size"));
+    }
     return ok_status();
 }
 
@@ -185,6 +204,10 @@ Result<Qwen3Shard> qwen3_shard(const Qwen3Config& config, int rank, int size) {
                           std::to_string(config.moe_intermediate_size));
         }
         shard.moe_intermediate = config.moe_intermediate_size / size;
+        if (config.shared_expert_intermediate_size % size != 0) {
+            return refuse("it does not divide shared_expert_intermediate_size " +
+                          std::to_string(config.shared_expert_intermediate_size));
+        }
     }
     const std::int64_t vocab = config.vocab_size;
     shard.vocab_shard = (vocab + size - 1) / size;
@@ -226,7 +249,7 @@ Result<Qwen3Weights> load_qwen3_weights(const Qwen3Config& config, const WeightL
     weights.shard = shard;
     try {
         OMNI_TRY(weights.embed_tokens,
-                 loader.get("model.embed_tokens.weight", {config.vocab_size, config.hidden_size},
+                 loader.get(options.embed_name, {config.vocab_size, config.hidden_size},
                             "vocab_size, hidden_size", vocab));
         weights.layers.resize(static_cast<std::size_t>(config.num_hidden_layers));
         for (std::int64_t layer = 0; layer < config.num_hidden_layers; ++layer) {
@@ -239,7 +262,7 @@ Result<Qwen3Weights> load_qwen3_weights(const Qwen3Config& config, const WeightL
             weights.lm_head = weights.embed_tokens;
         } else {
             OMNI_TRY(weights.lm_head,
-                     loader.get("lm_head.weight", {config.vocab_size, config.hidden_size},
+                     loader.get(options.lm_head_name, {config.vocab_size, config.hidden_size},
                                 "vocab_size, hidden_size", vocab));
         }
     } catch (const c10::Error& error) {

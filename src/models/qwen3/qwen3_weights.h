@@ -13,8 +13,13 @@
 //   dense: model.layers.{i}.mlp.{gate,up,down}_proj.weight [I, hidden], [I, hidden], [hidden, I]
 //   MoE:   model.layers.{i}.mlp.gate.weight                [experts, hidden]
 //          model.layers.{i}.mlp.experts.{e}.{gate,up,down}_proj.weight (moe_intermediate_size)
+//          with shared_expert_intermediate_size > 0 (Qwen3-Omni's talker):
+//          model.layers.{i}.mlp.shared_expert.{gate,up,down}_proj.weight and
+//          model.layers.{i}.mlp.shared_expert_gate.weight [1, hidden]
 //   model.norm.weight                                      [hidden]
 //   lm_head.weight                                         [vocab, hidden] (absent when tied)
+// The embedding table and the head may carry other names (Qwen3WeightOptions: the talker's
+// model.codec_embedding.weight and codec_head.weight).
 //
 // q/k/v rows are fused into one [(heads + 2 * kv_heads) * d, hidden] matrix and gate/up into one
 // [2 * I, hidden] matrix (one matmul each per step); those are new tensors. The others are
@@ -30,6 +35,7 @@
 //   o, down             row-parallel: the matching input columns (the forward all-reduces);
 //   experts             every expert on every rank, its moe_intermediate columns split like a
 //                       dense MLP (one all-reduce per MoE block; the router is replicated);
+//                       the shared expert's columns likewise (its gate is replicated);
 //   embed_tokens,       vocabulary-parallel: rows [rank * ceil(vocab / tp), ...) (the forward
 //   lm_head             masks and all-reduces the lookup, and all-gathers the logits);
 //   norms, router       replicated.
@@ -68,6 +74,10 @@ struct Qwen3LayerWeights {
     at::Tensor router;                       // [experts, hidden]
     std::vector<at::Tensor> expert_gate_up;  // per expert [2 * moe_intermediate, hidden]
     std::vector<at::Tensor> expert_down;     // per expert [hidden, moe_intermediate]
+    // The shared expert (undefined without one).
+    at::Tensor shared_gate_up;  // [2 * shared_intermediate, hidden]
+    at::Tensor shared_down;     // [hidden, shared_intermediate]
+    at::Tensor shared_gate;     // [1, hidden]
 };
 
 // The part of the model one tensor-parallel rank holds (everything when size == 1).
@@ -103,6 +113,8 @@ struct Qwen3WeightOptions {
     std::string prefix;  // put before every name ("thinker." for Qwen3-Omni's thinker)
     int tp_rank = 0;     // tensor parallelism: load the slices of this rank of tp_size
     int tp_size = 1;
+    std::string embed_name = "model.embed_tokens.weight";  // after the prefix
+    std::string lm_head_name = "lm_head.weight";
 };
 
 // Errors name the tensor: the lookup's error (not_found for a missing tensor) with the name in

@@ -236,7 +236,9 @@ Result<std::unique_ptr<pipeline::Scheduler>> make_thinker_stage(
             }
             return qwen3_prompt_ids(payload.request, *tokenizer, enable_thinking, who);
         },
+        .stream_targets_for = variant.stream_targets_for,
         .extend_setup = variant.extend_setup ? variant.extend_setup(config) : nullptr,
+        .token_fields = variant.token_fields,
         .stream_hidden = stream_hidden});
     OMNI_TRY(auto scheduler, engine::ArScheduler::create(std::move(engine_config), std::move(model),
                                                          std::move(role)));

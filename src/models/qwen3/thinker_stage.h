@@ -74,6 +74,10 @@ struct ThinkerStageVariant {
     std::function<Result<std::unique_ptr<RotaryEmbedding>>(const Qwen3Config&, at::Device)> rotary;
     // What requests carry besides the prompt, given the loaded text config; may be empty.
     std::function<engine::ExtendSetupFn(const Qwen3Config&)> extend_setup;
+    // Each request's stream targets (a subset of the stage's stream_to); null: all of them.
+    engine::StreamTargetsFn stream_targets_for;
+    // Fields of the stream chunks besides the token's; null: none.
+    engine::TokenFieldsFn token_fields;
 };
 [[nodiscard]] Result<std::unique_ptr<pipeline::Scheduler>> make_thinker_stage(
     const pipeline::StageContext& context, const ThinkerStageVariant& variant);

@@ -1,4 +1,5 @@
 #include "models/qwen3_omni/omni_stages.h"
+#include "models/qwen3_omni/speech_functions.h"
 
 #include <cstring>
 #include <filesystem>
@@ -287,7 +288,7 @@ Status register_omni_stages(Registry& registry) {
         add(FunctionKind::wait_for, "qwen3_omni.active_encoders", WaitForFn(active_encoders)));
     OMNI_RETURN_IF_ERROR(
         add(FunctionKind::merge, "qwen3_omni.merge_for_thinker", MergeFn(merge_for_thinker)));
-    return ok_status();
+    return register_speech_functions(registry);
 }
 
 }  // namespace omnirt::models::qwen3_omni
