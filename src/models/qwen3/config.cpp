@@ -112,8 +112,13 @@ Status read_int_list(const json& object, std::string_view key, std::vector<std::
 }
 
 bool is_qwen3_text_model(std::string_view type) {
-    static constexpr std::string_view kTypes[] = {"qwen3", "qwen3_moe", "qwen3_omni_moe_text",
-                                                  "qwen3_vl_text", "qwen3_vl_moe_text"};
+    static constexpr std::string_view kTypes[] = {"qwen3",
+                                                  "qwen3_moe",
+                                                  "qwen3_omni_moe_text",
+                                                  "qwen3_omni_moe_talker_text",
+                                                  "qwen3_omni_moe_talker_code_predictor",
+                                                  "qwen3_vl_text",
+                                                  "qwen3_vl_moe_text"};
     return std::find(std::begin(kTypes), std::end(kTypes), type) != std::end(kTypes);
 }
 
@@ -158,7 +163,9 @@ Result<Qwen3Config> parse_qwen3_config(const json& object) {
         if (!is_qwen3_text_model(config.model_type)) {
             return config_error("model_type \"" + config.model_type +
                                 "\" is not a Qwen3 text model (qwen3, qwen3_moe, "
-                                "qwen3_omni_moe_text, qwen3_vl_text, qwen3_vl_moe_text)");
+                                "qwen3_omni_moe_text, qwen3_omni_moe_talker_text, "
+                                "qwen3_omni_moe_talker_code_predictor, qwen3_vl_text, "
+                                "qwen3_vl_moe_text)");
         }
     } else {
         config.model_type = member(object, "num_experts") || member(object, "num_local_experts")

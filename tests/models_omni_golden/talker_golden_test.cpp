@@ -1,0 +1,211 @@
+// The Qwen3-Omni talker stage (talker + code predictor on the AR engine, TalkerRole) against
+// transformers' generate (greedy thinker, talker and code predictor) on the goldens' image prompt:
+// the thinker's media hidden states at accept_hidden_layer come from our thinker, its tokens from
+// the golden; the talker's frames must equal the codes transformers handed to code2wav. Also:
+// the same request alone and in a batch of 8 gives the same frames.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include "models/qwen3_omni/rope_index.h"
+#include "models/qwen3_omni/talker_config.h"
+#include "models/qwen3_omni/talker_stage.h"
+#include "models/qwen3_omni/thinker_model.h"
+#include "models_omni_golden/golden_support.h"
+#include "pipeline/scheduler.h"
+
+namespace omnirt::models::qwen3_omni {
+namespace {
+
+Tensor omni(const at::Tensor& tensor) {
+    auto converted = torch_bridge::from_torch(tensor.contiguous());
+    OMNI_CHECK(converted.has_value(), "from_torch");
+    return *converted;
+}
+
+struct ThinkerRun {
+    std::vector<std::int32_t> prompt;
+    at::Tensor positions;  // [3, n] int64
+    std::vector<std::int32_t> generated;
+    at::Tensor media_hidden;  // [image rows, hidden] float32
+    std::int64_t media_begin = 0;
+};
+
+// Our thinker on the golden prompt: positions, and the image rows' hidden states after
+// accept_hidden_layer layers, before that layer's DeepStack addition (transformers v5).
+ThinkerRun run_thinker(const Tiny& tiny, const Golden& golden, std::int64_t accept_layer) {
+    ThinkerRun run;
+    const at::Tensor ids = golden.get("generate.input_ids");
+    const at::Tensor sequences = golden.get("generate.sequences");
+    std::vector<std::int64_t> prompt(ids.data_ptr<std::int64_t>(),
+                                     ids.data_ptr<std::int64_t>() + ids.size(0));
+    for (std::int64_t id : prompt) run.prompt.push_back(static_cast<std::int32_t>(id));
+    for (std::int64_t k = ids.size(0); k < sequences.size(0); ++k) {
+        run.generated.push_back(static_cast<std::int32_t>(sequences[k].item<std::int64_t>()));
+    }
+    const at::Tensor grid = golden.get("inputs.image_grid")[0];
+    MediaItems media;
+    media.images.push_back(
+        {grid[0].item<std::int64_t>(), grid[1].item<std::int64_t>(), grid[2].item<std::int64_t>()});
+    auto rope = compute_rope_index(prompt, media);
+    OMNI_CHECK(rope.has_value(), "rope");
+    const auto n = static_cast<std::int64_t>(prompt.size());
+    run.positions = at::empty({3, n}, at::kLong);
+    for (std::int64_t axis = 0; axis < 3; ++axis) {
+        for (std::int64_t row = 0; row < n; ++row) {
+            run.positions[axis][row] = static_cast<std::int64_t>(rope->positions[axis][row]);
+        }
+    }
+    std::vector<std::int64_t> image_rows;
+    for (std::int64_t row = 0; row < n; ++row) {
+        if (prompt[row] == tiny.config.ids.image) image_rows.push_back(row);
+    }
+    auto model = load_thinker(tiny.config, lookup_of(*tiny.checkpoint));
+    OMNI_CHECK(model.has_value(), "thinker");
+    auto cache = make_cache(**model);
+    engine::SequenceInput input{.request_id = "a", .start_position = 0, .block_table = blocks()};
+    input.tokens = run.prompt;
+    input.embeddings =
+        engine::RowValues{.rows = image_rows, .values = golden.get("visual_image.pooler_output")};
+    for (int k = 0; k < 3; ++k) {
+        input.layer_injections.push_back(
+            {.after_layers = k + 1,
+             .add = {
+                 .rows = image_rows,
+                 .values = golden.get("visual_image.deepstack_features." + std::to_string(k))}});
+    }
+    input.positions = run.positions;
+    run.media_begin = image_rows.front();
+    input.captures.push_back({.after_layers = static_cast<std::int32_t>(accept_layer),
+                              .row_begin = image_rows.front(),
+                              .row_end = image_rows.back() + 1});
+    auto output = (*model)->forward(std::vector{input}, *cache);
+    OMNI_CHECK(output.has_value(), "thinker forward");
+    run.media_hidden = output->captures[0][0].to(at::kFloat).clone();
+    if (accept_layer >= 1 && accept_layer <= 3) {
+        run.media_hidden.sub_(
+            golden.get("visual_image.deepstack_features." + std::to_string(accept_layer - 1)));
+    }
+    return run;
+}
+
+class TalkerStageGoldenTest : public ::testing::Test {
+  protected:
+    void SetUp() override {
+        golden_ = Golden::open();
+        if (!golden_ || !golden_->has("generate.code2wav_codes.0")) {
+            GTEST_SKIP() << "no generate golden";
+        }
+        tiny_ = make_tiny();
+        auto stage = make_talker_stage(pipeline::StageContext{
+            .stage_name = "talker",
+            .args = Map{{"model_path", Value(tiny_->directory.path().string())},
+                        {"num_threads", Value(2)}},
+            .next = {"code2wav"},
+            .stream_to = {"code2wav"},
+            .stream_sources = {"thinker"}});
+        ASSERT_TRUE(stage.has_value()) << stage.error().to_string();
+        stage_ = std::move(*stage);
+        ASSERT_TRUE(stage_->start().has_value());
+    }
+    void TearDown() override {
+        if (stage_) stage_->stop();
+    }
+
+    // The thinker's stream for one request, then its payload. transformers never feeds the last
+    // generated token back, so the talker gets it as the thinker's stop token.
+    void submit(const std::string& id, const ThinkerRun& run, std::int64_t frames) {
+        for (std::size_t k = 0; k < run.generated.size(); ++k) {
+            Map chunk{{"token_id", Value(static_cast<std::int64_t>(run.generated[k]))},
+                      {"stop", Value(k + 1 == run.generated.size())}};
+            if (k == 0) {
+                chunk.emplace("talker_hidden", Value(omni(run.media_hidden)));
+                chunk.emplace("talker_hidden_begin", Value(run.media_begin));
+            }
+            push(pipeline::IncomingMessage{
+                .request_id = id,
+                .kind = pipeline::IncomingKind::stream_chunk,
+                .chunk = std::make_shared<const pipeline::StreamChunk>(pipeline::StreamChunk{
+                    .chunk_id = static_cast<std::int64_t>(k), .chunk = Value(std::move(chunk))}),
+                .from_stage = "thinker"});
+        }
+        push(pipeline::IncomingMessage{.request_id = id,
+                                       .kind = pipeline::IncomingKind::stream_done,
+                                       .from_stage = "thinker"});
+        Map sampling{{"temperature", Value(0)}, {"max_tokens", Value(frames)}};
+        Value params(Map{{"stage_sampling", Value(Map{{"talker", Value(std::move(sampling))}})},
+                         {"max_tokens", Value(1)}});  // the text's: the talker ignores it
+        Map data{{"input_ids", Value(Tensor::from_vector(run.prompt))},
+                 {"positions", Value(omni(run.positions))}};
+        push(pipeline::IncomingMessage{.request_id = id,
+                                       .kind = pipeline::IncomingKind::new_request,
+                                       .payload = std::make_shared<const StagePayload>(StagePayload{
+                                           .request_id = id,
+                                           .request = OmniRequest{.params = std::move(params)},
+                                           .data = Value(std::move(data))})});
+    }
+    void push(pipeline::IncomingMessage message) {
+        ASSERT_TRUE(stage_->inbox().push(std::move(message)));
+    }
+    // The codes [frames, 16] of every request, by id, once `count` requests ended.
+    std::map<std::string, at::Tensor> results(std::size_t count) {
+        std::map<std::string, at::Tensor> out;
+        std::map<std::string, std::int64_t> streamed;
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(3);
+        while (out.size() < count) {
+            auto message = stage_->outbox().pop_until(deadline);
+            OMNI_CHECK(message.has_value(), "timed out waiting for the talker");
+            if (message->kind == pipeline::OutgoingKind::stream) {
+                EXPECT_EQ(message->target.value_or(""), "code2wav");
+                ++streamed[message->request_id];
+                continue;
+            }
+            EXPECT_EQ(message->kind, pipeline::OutgoingKind::result)
+                << (message->kind == pipeline::OutgoingKind::error ? message->error.to_string()
+                                                                   : "");
+            if (message->kind != pipeline::OutgoingKind::result) {
+                out[message->request_id] = at::Tensor();
+                continue;
+            }
+            const Value* codes = message->result->data.find("codes");
+            OMNI_CHECK(codes != nullptr && codes->is_tensor(), "codes");
+            out[message->request_id] = torch_bridge::to_torch(codes->as_tensor()).clone();
+            EXPECT_EQ(streamed[message->request_id], out[message->request_id].size(0));
+        }
+        return out;
+    }
+
+    std::unique_ptr<Golden> golden_;
+    std::unique_ptr<Tiny> tiny_;
+    std::unique_ptr<pipeline::Scheduler> stage_;
+};
+
+TEST_F(TalkerStageGoldenTest, FramesMatchTransformersGenerate) {
+    const at::Tensor expected = golden_->get("generate.code2wav_codes.0")[0].t();  // [frames, 16]
+    auto talker = parse_talker_config(tiny_->config);
+    ASSERT_TRUE(talker.has_value()) << talker.error().to_string();
+    const ThinkerRun run = run_thinker(*tiny_, *golden_, talker->accept_hidden_layer);
+    submit("a", run, expected.size(0));
+    auto codes = results(1);
+    ASSERT_TRUE(codes["a"].defined());
+    EXPECT_TRUE(at::equal(codes["a"].to(at::kLong), expected)) << "ours\n"
+                                                               << codes["a"] << "\ntransformers\n"
+                                                               << expected;
+}
+
+TEST_F(TalkerStageGoldenTest, AloneEqualsInABatchOfEight) {
+    auto talker = parse_talker_config(tiny_->config);
+    ASSERT_TRUE(talker.has_value());
+    const ThinkerRun run = run_thinker(*tiny_, *golden_, talker->accept_hidden_layer);
+    submit("alone", run, 12);
+    const at::Tensor alone = results(1)["alone"];
+    ASSERT_TRUE(alone.defined());
+    for (int i = 0; i < 8; ++i) submit("b" + std::to_string(i), run, 12);
+    auto batch = results(8);
+    for (const auto& [id, codes] : batch) {
+        ASSERT_TRUE(codes.defined()) << id;
+        EXPECT_TRUE(at::equal(codes, alone)) << id;
+    }
+}
+
+}  // namespace
+}  // namespace omnirt::models::qwen3_omni
