@@ -95,13 +95,14 @@ void load_model_files(const config::PipelineConfig& config, serve::api::ApiServe
         return;
     }
     options.tokenizer = std::move(*tokenizer);
+    std::ifstream file(directory / "config.json");
+    auto json = nlohmann::json::parse(file, nullptr, /*allow_exceptions=*/false);
     if (auto family = models::builtin_families().detect_directory(directory); family) {
         options.render_chat = (*family)->render_chat;
+        if ((*family)->voices && json.is_object()) options.voices = (*family)->voices(json);
     } else {
         spdlog::info("/tokenize takes prompts only (no chat template): {}", family.error().message);
     }
-    std::ifstream file(directory / "config.json");
-    auto json = nlohmann::json::parse(file, nullptr, /*allow_exceptions=*/false);
     if (auto it = json.find("max_position_embeddings");
         json.is_object() && it != json.end() && it->is_number_integer()) {
         options.max_model_len = it->get<std::int64_t>();

@@ -102,6 +102,9 @@ struct ModelFamily {
     std::function<Result<std::string>(const Value& messages, bool add_generation_prompt,
                                       const std::string& who)>
         render_chat;
+    // The voices a checkpoint speaks with (config.json), lower-case; empty: no speech out (or no
+    // fixed list). The server answers a request for another voice with a 400. May be empty.
+    std::function<std::vector<std::string>(const nlohmann::json& config)> voices;
     // Registers the family's torch-free stage factories with the global registry. Idempotent.
     std::function<Status()> register_stages;
     // The stage factory of the family's autoregressive model (in the plugin): "qwen3.thinker".

@@ -6,6 +6,7 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include "engine/ar_scheduler.h"
 #include "models/qwen3_omni/rope_index.h"
 #include "models/qwen3_omni/talker_config.h"
 #include "models/qwen3_omni/talker_stage.h"
@@ -143,6 +144,49 @@ class TalkerStageGoldenTest : public ::testing::Test {
                                            .request = OmniRequest{.params = std::move(params)},
                                            .data = Value(std::move(data))})});
     }
+    void push_token(const std::string& id, std::int64_t index, std::int32_t token) {
+        push(pipeline::IncomingMessage{
+            .request_id = id,
+            .kind = pipeline::IncomingKind::stream_chunk,
+            .chunk = std::make_shared<const pipeline::StreamChunk>(pipeline::StreamChunk{
+                .chunk_id = index,
+                .chunk = Value(Map{{"token_id", Value(static_cast<std::int64_t>(token))},
+                                   {"stop", Value(false)}})}),
+            .from_stage = "thinker"});
+    }
+    // A text-only request whose thinker has sent `tokens` so far (no stop, no done).
+    void submit_text(const std::string& id, const std::vector<std::int32_t>& tokens,
+                     std::int64_t frames) {
+        const OmniTokenIds& ids = tiny_->config.ids;
+        std::vector<std::int32_t> prompt{static_cast<std::int32_t>(ids.im_start),
+                                         static_cast<std::int32_t>(ids.user), 198};
+        for (std::int32_t t = 300; t < 306; ++t) prompt.push_back(t);
+        for (std::int64_t t :
+             {ids.im_end, std::int64_t{198}, ids.im_start, ids.assistant, std::int64_t{198}}) {
+            prompt.push_back(static_cast<std::int32_t>(t));
+        }
+        for (std::size_t k = 0; k < tokens.size(); ++k) push_token(id, k, tokens[k]);
+        Map sampling{{"temperature", Value(0)}, {"max_tokens", Value(frames)}};
+        push(pipeline::IncomingMessage{
+            .request_id = id,
+            .kind = pipeline::IncomingKind::new_request,
+            .payload = std::make_shared<const StagePayload>(StagePayload{
+                .request_id = id,
+                .request = OmniRequest{.params = Value(Map{
+                                           {"stage_sampling",
+                                            Value(Map{{"talker", Value(std::move(sampling))}})}})},
+                .data = Value(Map{{"input_ids", Value(Tensor::from_vector(prompt))}})})});
+    }
+    engine::ArScheduler& engine() { return dynamic_cast<engine::ArScheduler&>(*stage_); }
+    // Idle with every KV block free again.
+    bool clean() {
+        return engine().wait_for_stats(
+            [](const engine::ArSchedulerStats& stats) {
+                return stats.idle && stats.running == 0 && stats.waiting == 0 &&
+                       stats.free_blocks == stats.total_blocks;
+            },
+            std::chrono::minutes(2));
+    }
     void push(pipeline::IncomingMessage message) {
         ASSERT_TRUE(stage_->inbox().push(std::move(message)));
     }
@@ -205,6 +249,114 @@ TEST_F(TalkerStageGoldenTest, AloneEqualsInABatchOfEight) {
         ASSERT_TRUE(codes.defined()) << id;
         EXPECT_TRUE(at::equal(codes, alone)) << id;
     }
+}
+
+// The ready gate: with the thinker's g0 and g1 only, the talker makes frame 0 and waits (holding
+// its blocks) for g2; each further token lets one more frame through.
+TEST_F(TalkerStageGoldenTest, WaitsForTheThinkersTokens) {
+    submit_text("w", {400, 401}, 100);
+    std::int64_t frames = 0;
+    auto next_frame = [&] {
+        auto message =
+            stage_->outbox().pop_until(std::chrono::steady_clock::now() + std::chrono::minutes(2));
+        OMNI_CHECK(message.has_value(), "no frame");
+        EXPECT_EQ(message->kind, pipeline::OutgoingKind::stream);
+        ++frames;
+    };
+    next_frame();
+    ASSERT_TRUE(engine().wait_for_stats(
+        [](const engine::ArSchedulerStats& stats) { return stats.not_ready == 1; },
+        std::chrono::minutes(2)));
+    EXPECT_EQ(frames, 1);
+    push_token("w", 2, 402);
+    next_frame();
+    EXPECT_EQ(frames, 2);
+    // An abort while it waits frees its blocks at once.
+    stage_->abort("w");
+    EXPECT_TRUE(clean());
+    EXPECT_FALSE(stage_->outbox().try_pop().has_value());
+}
+
+// An abort mid-speech frees the talker's KV blocks; nothing of the request leaves afterwards, and
+// the stage serves the next request as before.
+TEST_F(TalkerStageGoldenTest, AbortMidSpeechFreesEverything) {
+    submit_text("long", {400, 401, 402}, 4000);
+    push(pipeline::IncomingMessage{.request_id = "long",
+                                   .kind = pipeline::IncomingKind::stream_done,
+                                   .from_stage = "thinker"});
+    for (int k = 0; k < 5; ++k) {
+        auto message =
+            stage_->outbox().pop_until(std::chrono::steady_clock::now() + std::chrono::minutes(2));
+        ASSERT_TRUE(message.has_value());
+        ASSERT_EQ(message->kind, pipeline::OutgoingKind::stream);
+    }
+    stage_->abort("long");
+    EXPECT_TRUE(clean());
+    while (auto message = stage_->outbox().try_pop()) {
+        EXPECT_EQ(message->kind, pipeline::OutgoingKind::stream) << "only frames made before";
+    }
+    EXPECT_EQ(engine().stats().aborted_requests, 1u);
+    submit_text("after", {400, 401}, 3);
+    push(pipeline::IncomingMessage{.request_id = "after",
+                                   .kind = pipeline::IncomingKind::stream_done,
+                                   .from_stage = "thinker"});
+    auto codes = results(1);
+    ASSERT_TRUE(codes["after"].defined());
+    EXPECT_EQ(codes["after"].size(0), 3);
+    EXPECT_TRUE(clean());
+}
+
+// Malformed input fails the request with a clear error, and nothing is held.
+TEST_F(TalkerStageGoldenTest, BadInputFailsTheRequestOnly) {
+    const auto im_start = static_cast<std::int32_t>(tiny_->config.ids.im_start);
+    const auto user = static_cast<std::int32_t>(tiny_->config.ids.user);
+    const auto assistant = static_cast<std::int32_t>(tiny_->config.ids.assistant);
+    // An unknown voice.
+    push(pipeline::IncomingMessage{
+        .request_id = "v",
+        .kind = pipeline::IncomingKind::new_request,
+        .payload = std::make_shared<const StagePayload>(StagePayload{
+            .request_id = "v",
+            .request = OmniRequest{.inputs = Value(
+                                       Map{{"audio", Value(Map{{"voice", Value("nobody")}})}})},
+            .data = Value(Map{{"input_ids", Value(Tensor::from_vector(std::vector<std::int32_t>{
+                                                im_start, assistant, 198}))}})})});
+    auto message =
+        stage_->outbox().pop_until(std::chrono::steady_clock::now() + std::chrono::minutes(2));
+    ASSERT_TRUE(message.has_value());
+    ASSERT_EQ(message->kind, pipeline::OutgoingKind::error);
+    EXPECT_EQ(message->error.code, ErrorCode::invalid_argument);
+    EXPECT_NE(message->error.message.find("unknown voice 'nobody'"), std::string::npos)
+        << message->error.message;
+    // A prompt that does not end with the assistant turn.
+    push(pipeline::IncomingMessage{
+        .request_id = "p",
+        .kind = pipeline::IncomingKind::new_request,
+        .payload = std::make_shared<const StagePayload>(StagePayload{
+            .request_id = "p",
+            .data = Value(Map{{"input_ids", Value(Tensor::from_vector(std::vector<std::int32_t>{
+                                                im_start, user, 198, 300}))}})})});
+    message =
+        stage_->outbox().pop_until(std::chrono::steady_clock::now() + std::chrono::minutes(2));
+    ASSERT_TRUE(message.has_value());
+    ASSERT_EQ(message->kind, pipeline::OutgoingKind::error);
+    EXPECT_NE(message->error.message.find("assistant"), std::string::npos)
+        << message->error.message;
+    // A thinker chunk without a token id.
+    submit_text("c", {}, 3);
+    push(pipeline::IncomingMessage{
+        .request_id = "c",
+        .kind = pipeline::IncomingKind::stream_chunk,
+        .chunk = std::make_shared<const pipeline::StreamChunk>(
+            pipeline::StreamChunk{.chunk_id = 0, .chunk = Value(Map{{"token_id", Value("x")}})}),
+        .from_stage = "thinker"});
+    push_token("c", 1, 400);
+    message =
+        stage_->outbox().pop_until(std::chrono::steady_clock::now() + std::chrono::minutes(2));
+    ASSERT_TRUE(message.has_value());
+    ASSERT_EQ(message->kind, pipeline::OutgoingKind::error);
+    EXPECT_NE(message->error.message.find("token_id"), std::string::npos) << message->error.message;
+    EXPECT_TRUE(clean());
 }
 
 }  // namespace

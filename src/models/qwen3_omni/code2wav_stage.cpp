@@ -70,6 +70,12 @@ Status append_codes(const Code2WavStageSettings& settings, const pipeline::Strea
                                  std::to_string(quantizers) + "] or [" +
                                  std::to_string(quantizers) + "]";
     const Value* value = chunk.chunk.find("codes");
+    // The talker's stop token (the codec EOS) comes without a frame.
+    const Value* token = chunk.chunk.find("token_id");
+    if (value == nullptr && token != nullptr && token->is_int() &&
+        token->as_int() == settings.codec_eos) {
+        return ok_status();
+    }
     if (value == nullptr || !value->is_tensor()) {
         return fail(invalid(where + " must be " + expected));
     }

@@ -7,6 +7,7 @@
 #include "models/qwen3_omni/make_checkpoint.h"
 #include "models/qwen3_omni/omni_config.h"
 #include "models/qwen3_omni/omni_stages.h"
+#include "models/qwen3_omni/talker_config.h"
 
 namespace omnirt::models::qwen3_omni {
 namespace {
@@ -51,6 +52,17 @@ Result<DecodeFootprint> decode_footprint(const nlohmann::json& json) {
     return qwen3::text_decode_footprint(json["thinker_config"]["text_config"]);
 }
 
+// The talker's speakers (talker_config.speaker_id); none when the config has no talker.
+std::vector<std::string> voices(const nlohmann::json& json) {
+    auto config = parse_omni_config(json);
+    if (!config || config->talker_config.is_null()) return {};
+    auto talker = parse_talker_config(*config);
+    if (!talker) return {};
+    std::vector<std::string> out;
+    for (const auto& [name, id] : talker->speakers) out.push_back(name);
+    return out;
+}
+
 }  // namespace
 
 Status register_family(FamilyRegistry& registry) {
@@ -63,6 +75,7 @@ Status register_family(FamilyRegistry& registry) {
                                     .preset_config = preset_config,
                                     .decode_footprint = decode_footprint,
                                     .render_chat = {},
+                                    .voices = voices,
                                     .register_stages = [] { return register_omni_stages(); },
                                     .ar_stage_factory = {},
                                     .serve = {}});

@@ -56,6 +56,10 @@ struct ApiServerOptions {
     std::function<Result<std::string>(const Value& messages, bool add_generation_prompt,
                                       const std::string& who)>
         render_chat;
+    // The voices the served model speaks with, lower-case (the model family's, from the
+    // checkpoint); a chat request that wants audio in another voice gets a 400 on audio.voice
+    // before anything runs. Empty: any voice goes to the pipeline.
+    std::vector<std::string> voices;
     openai::RequestLimits limits;
     openai::MediaPolicy media;
     http::HttpServerOptions http;

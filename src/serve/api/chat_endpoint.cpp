@@ -7,6 +7,7 @@
 // becomes one chat.completion. Ends run on the work pool (audio encoding); chunks are cheap and
 // run on the coordinator's thread.
 #include <algorithm>
+#include <cctype>
 
 #include "client/audio_output.h"
 #include "client/output.h"
@@ -180,6 +181,21 @@ void chat(ApiState& state, std::shared_ptr<http::HttpExchange> http) {
             {400, "audio.format '" + request->audio_format + "' cannot be produced by this server",
              "invalid_request_error", "audio.format", ""});
         return;
+    }
+    if (request->wants_audio() && !request->audio_voice.empty() && !state.options.voices.empty()) {
+        std::string voice = request->audio_voice;
+        std::transform(voice.begin(), voice.end(), voice.begin(),
+                       [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+        const auto& voices = state.options.voices;
+        if (std::find(voices.begin(), voices.end(), voice) == voices.end()) {
+            std::string known;
+            for (const std::string& name : voices) known += (known.empty() ? "" : ", ") + name;
+            exchange->respond_error(
+                {400,
+                 "unknown voice '" + request->audio_voice + "' (this model has: " + known + ")",
+                 "invalid_request_error", "audio.voice", ""});
+            return;
+        }
     }
     if (!exchange->admit()) return;
     OmniRequest omni = openai::to_omni_request(*request);

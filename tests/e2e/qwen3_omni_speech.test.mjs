@@ -1,0 +1,101 @@
+// Qwen3-Omni with speech out through `omnirt serve --config configs/qwen3_omni_speech.yaml` on a
+// generated tiny checkpoint (random weights, the real layout): chat completions with
+// modalities ["text", "audio"] through the openai client answer with text and a playable audio
+// file, stream and not. Random weights rarely say the codec's EOS, so each request caps the
+// talker's frames (stage_sampling.talker.max_tokens) and asks for greedy decoding everywhere;
+// the audio then has an exact length: the code2wav stage decodes chunks of 10, then 25 new
+// frames, each call 1920 samples per frame minus 555 (docs/models/qwen3_omni.md).
+import assert from 'node:assert/strict';
+import { mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { after, before, test } from 'node:test';
+
+import { omnirtBinary, startServer } from './server.mjs';
+import {
+    decodeBase64, expectApiError, kSampleRate, openaiClient, parseWav, pcm16Samples, runProcess,
+} from './helpers.mjs';
+
+const kModel = 'qwen3-omni-speech';
+const kFrames = 12;
+// Chunks of the code2wav stage for 12 frames: 10 + 2 new frames.
+const kSamples = 1920 * kFrames - 555 * 2;
+const hello = [{ role: 'user', content: 'hello there' }];
+const greedy = {
+    temperature: 0,
+    max_tokens: 6,
+    stage_sampling: { talker: { temperature: 0, max_tokens: kFrames } },
+};
+
+let dir;
+let server;
+let client;
+
+before(async () => {
+    dir = await mkdtemp(path.join(os.tmpdir(), 'omnirt-e2e-speech-'));
+    const made = await runProcess(omnirtBinary(), ['make-checkpoint', '--arch', 'qwen3_omni',
+                                                   '--preset', 'tiny', '--quiet', '--out', dir]);
+    assert.equal(made.code, 0, made.stderr);
+    server = await startServer({
+        args: ['--config', 'configs/qwen3_omni_speech.yaml', '--model-path', dir],
+        startTimeoutMs: 120_000,
+    });
+    client = openaiClient(server);
+});
+
+after(async () => {
+    await server?.stop();
+    if (dir) await rm(dir, { recursive: true, force: true });
+});
+
+function speak(audio, extra = {}) {
+    return client.chat.completions.create({
+        model: kModel, messages: hello, modalities: ['text', 'audio'], audio, ...greedy, ...extra,
+    });
+}
+
+test('non-streaming: message.audio is a 24 kHz mono WAV of the talker frames', async () => {
+    const completion = await speak({ voice: 'Ethan', format: 'wav' });
+    const { message } = completion.choices[0];
+    assert.ok(message.audio, 'message.audio is present');
+    assert.match(message.audio.id, /^audio_/);
+    assert.ok(Number.isInteger(message.audio.expires_at));
+    assert.equal(message.audio.transcript, message.content ?? message.audio.transcript);
+    const wav = parseWav(decodeBase64(message.audio.data, 'message.audio.data'));
+    assert.equal(wav.channels, 1);
+    assert.equal(wav.sampleRate, kSampleRate);
+    assert.equal(wav.bitsPerSample, 16);
+    assert.equal(wav.data.length / 2, kSamples, 'frames x 1920 samples less 555 per chunk');
+    assert.ok(completion.usage.completion_tokens > 0);
+});
+
+test('streaming: delta.audio chunks concatenate to the non-streamed audio', async () => {
+    const whole = await speak({ voice: 'chelsie', format: 'pcm16' });
+    const expected = pcm16Samples(decodeBase64(whole.choices[0].message.audio.data));
+    const stream = await speak({ voice: 'chelsie', format: 'pcm16' }, { stream: true });
+    let text = '';
+    const parts = [];
+    for await (const chunk of stream) {
+        const delta = chunk.choices[0]?.delta ?? {};
+        text += delta.content ?? '';
+        if (delta.audio?.data) parts.push(decodeBase64(delta.audio.data, 'delta.audio.data'));
+    }
+    assert.ok(parts.length >= 2, `audio arrives in several chunks, got ${parts.length}`);
+    const samples = pcm16Samples(Buffer.concat(parts));
+    assert.equal(samples.length, kSamples);
+    assert.deepEqual(samples, expected);
+    assert.equal(text, whole.choices[0].message.content);
+});
+
+test('text only: no audio and no talker', async () => {
+    const completion = await client.chat.completions.create({
+        model: kModel, messages: hello, ...greedy,
+    });
+    assert.equal(completion.choices[0].message.audio, undefined);
+    assert.ok(completion.choices[0].message.content.length >= 0);
+});
+
+test('an unknown voice is a 400 naming the voices', async () => {
+    const error = await expectApiError(() => speak({ voice: 'nobody', format: 'wav' }), 400);
+    assert.match(error.message, /unknown voice 'nobody'.*ethan/);
+});
