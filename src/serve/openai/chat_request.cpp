@@ -70,6 +70,12 @@ ProtocolResult<StageOverrides> parse_stage_overrides(const Json& body,
             OMNI_TRY_P(const Json* object, optional_object(*sampling, stage, "stage_sampling"));
             if (object == nullptr) continue;
             OMNI_TRY_P(auto params, parse_sampling(*object, path));
+            OMNI_TRY_P(params.max_tokens, read_int(*object, "max_tokens", path));
+            if (params.max_tokens && *params.max_tokens < 0) {
+                const std::string where = field_path(path, "max_tokens");
+                return invalid_request(where, "'" + where + "' must be >= 0, got " +
+                                                  std::to_string(*params.max_tokens));
+            }
             out.sampling.emplace(stage, std::move(params));
         }
     }

@@ -114,6 +114,7 @@ Value sampling_to_value(const SamplingParams& sampling) {
     put("seed", sampling.seed);
     put("min_tokens", sampling.min_tokens);
     put("ignore_eos", sampling.ignore_eos);
+    put("max_tokens", sampling.max_tokens);
     if (sampling.stop_token_ids) {
         List ids;
         for (std::int64_t id : *sampling.stop_token_ids) ids.emplace_back(id);

@@ -31,6 +31,9 @@ struct SamplingParams {
     std::optional<std::int64_t> min_tokens;
     std::optional<bool> ignore_eos;
     std::optional<std::vector<std::int64_t>> stop_token_ids;
+    // Per stage only (stage_sampling.<stage>.max_tokens: e.g. the talker's frames); the top
+    // level's max_tokens is the request's.
+    std::optional<std::int64_t> max_tokens;
     friend bool operator==(const SamplingParams&, const SamplingParams&) = default;
 };
 
