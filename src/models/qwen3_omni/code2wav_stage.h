@@ -37,8 +37,9 @@
 // that batch. An aborted request's state is freed at once (StreamingScheduler) and it leaves the
 // next batch.
 //
-// Not done yet: the stage runs on the CPU only; padded rows cost compute (a batch costs
-// rows x longest frames), no grouping by length.
+// Not done yet: the stage runs on the CPU only, where batching measured slower than one row
+// per forward (docs/benchmarks.md "Qwen3-Omni speech": set max_batch_streams 1 there); padded
+// rows cost compute (a batch costs rows x longest frames), no grouping by length.
 //
 // factory_args (model_path is required; runtime prep injects the pipeline's model_path):
 //   model_path           checkpoint directory (config.json and the safetensors)
