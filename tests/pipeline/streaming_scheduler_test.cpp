@@ -480,5 +480,33 @@ TEST_F(StreamingSchedulerTest, OnStepSkipsAbortedRequests) {
     for (std::size_t i = 2; i < stepped.size(); ++i) EXPECT_EQ(stepped[i], "y");
 }
 
+// stop() ends a worker that still has pending work (a step that never finishes its requests)
+// and frees every state without a result.
+TEST_F(StreamingSchedulerTest, StopEndsPendingWork) {
+    std::promise<void> stepped;
+    bool first = true;
+    StreamingHandler handler = recording_handler();
+    handler.on_chunk = [](StreamRequestState& state, const std::string&, const StreamChunk&,
+                          Emitter&) -> Status {
+        state.pending = true;
+        return ok_status();
+    };
+    handler.on_step = [&](std::vector<StreamStepItem>&) {
+        if (first) stepped.set_value();
+        first = false;
+    };
+    auto scheduler = StreamingScheduler::create(
+        {.stage_name = "s", .stream_sources = {"talker"}, .handler = handler});
+    ASSERT_TRUE(scheduler.has_value());
+    scheduler_ = std::move(*scheduler);
+    ASSERT_TRUE(scheduler_->start().has_value());
+    push(chunk("r", "talker", Value("a")));
+    ASSERT_EQ(stepped.get_future().wait_for(kHangGuard), std::future_status::ready);
+    EXPECT_EQ(scheduler_->active_requests(), 1u);
+    scheduler_->stop();
+    EXPECT_EQ(scheduler_->active_requests(), 0u);
+    EXPECT_EQ(scheduler_->outbox().pop(), std::nullopt);
+}
+
 }  // namespace
 }  // namespace omnirt::pipeline
