@@ -105,7 +105,8 @@ double percentile(std::vector<double> values, double p) {
     return values[at];
 }
 
-// Sums the compute spans of the measured requests per stage from the trace files in `dir`.
+}  // namespace
+
 std::map<std::string, double> stage_compute_ms(const std::filesystem::path& dir,
                                                const std::set<std::string>& measured) {
     std::map<std::string, double> total;
@@ -126,8 +127,6 @@ std::map<std::string, double> stage_compute_ms(const std::filesystem::path& dir,
     }
     return total;
 }
-
-}  // namespace
 
 Result<OmniBenchReport> run_omni_bench(const OmniBenchOptions& options) {
     if (options.concurrency < 1 || options.requests < 1 || options.warmup < 0) {

@@ -5,7 +5,9 @@
 // forwards; the runtime's own share is what the stages' compute does not explain. Requests ask
 // for one token (max_tokens 1), so their latency is their time to first token.
 #include <cstdint>
+#include <filesystem>
 #include <map>
+#include <set>
 #include <string>
 
 #include "core/error.h"
@@ -43,5 +45,11 @@ struct OmniBenchReport {
 [[nodiscard]] Result<OmniBenchReport> run_omni_bench(const OmniBenchOptions& options);
 [[nodiscard]] std::string format_omni_table(const OmniBenchReport& report);
 [[nodiscard]] std::string omni_report_json(const OmniBenchReport& report);
+
+// Milliseconds of "compute" and "forward" spans per stage, summed over the requests in
+// `measured`, from the profiler's trace files in `dir` (Coordinator::start_profile). Also used by
+// `omnirt bench speech`.
+[[nodiscard]] std::map<std::string, double> stage_compute_ms(const std::filesystem::path& dir,
+                                                             const std::set<std::string>& measured);
 
 }  // namespace omnirt::bench

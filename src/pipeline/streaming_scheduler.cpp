@@ -3,17 +3,19 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <memory>
 #include <utility>
 
 #include "pipeline/trace.h"
 
 namespace omnirt::pipeline {
 
-// One open request. `cancelled` is guarded by the scheduler's mutex; the state and the chunk
-// counters belong to the worker thread.
+// One open request. `cancelled` and `left` are guarded by the scheduler's mutex; the state and the
+// chunk counters belong to the worker thread.
 struct StreamingScheduler::Entry {
     StreamRequestState state;
     bool cancelled = false;
+    bool left = false;  // finished or failed (leave() ran)
     std::map<std::optional<std::string>, std::int64_t> next_chunk_id;
 };
 
@@ -78,6 +80,7 @@ void StreamingScheduler::stop() {
     inbox_.remove_if([](const IncomingMessage&) { return true; });
     inbox_.close();
     if (worker_.joinable()) worker_.join();
+    pending_.clear();
     {
         std::lock_guard lock(mutex_);
         states_.clear();
@@ -105,7 +108,79 @@ std::size_t StreamingScheduler::active_requests() const {
 }
 
 void StreamingScheduler::worker_loop() {
-    while (std::optional<IncomingMessage> message = inbox_.pop()) handle(std::move(*message));
+    while (true) {
+        std::optional<IncomingMessage> message;
+        if (pending_.empty()) {
+            message = inbox_.pop();
+            if (!message) return;  // closed
+        } else {
+            message = inbox_.try_pop();
+            if (!message) {
+                {
+                    std::lock_guard lock(mutex_);
+                    if (stopping_) return;
+                }
+                run_step();
+                continue;
+            }
+        }
+        handle(std::move(*message));
+    }
+}
+
+void StreamingScheduler::run_step() {
+    std::vector<std::shared_ptr<Entry>> entries;
+    {
+        std::lock_guard lock(mutex_);
+        for (std::shared_ptr<Entry>& entry : pending_) {
+            // Aborted or already failed: dropped (and freed) here.
+            if (!entry->cancelled && !entry->left) entries.push_back(std::move(entry));
+        }
+    }
+    pending_.clear();
+    if (entries.empty()) return;
+    std::vector<std::unique_ptr<EntryEmitter>> emitters;
+    std::vector<StreamStepItem> items;
+    items.reserve(entries.size());
+    for (const std::shared_ptr<Entry>& entry : entries) {
+        emitters.push_back(std::make_unique<EntryEmitter>(*this, entry));
+        items.push_back(StreamStepItem{.state = &entry->state,
+                                       .emit = emitters.back().get(),
+                                       .finishing = ready_to_finish(entry->state)});
+    }
+    {
+        Tracer* tracer = options_.tracer;
+        const Clock::time_point start = Clock::now();
+        {
+            ComputeTimer timer(*this);
+            options_.handler.on_step(items);
+        }
+        if (tracer != nullptr && tracer->enabled()) {
+            // Every request of the step is charged the step's time (the work was shared).
+            const Clock::time_point end = Clock::now();
+            for (const std::shared_ptr<Entry>& entry : entries) {
+                tracer->record(TraceSpan{.name = "compute",
+                                         .category = "scheduler",
+                                         .request_id = entry->state.request_id,
+                                         .start = start,
+                                         .end = end});
+            }
+        }
+    }
+    for (std::size_t i = 0; i < entries.size(); ++i) {
+        const std::shared_ptr<Entry>& entry = entries[i];
+        StreamRequestState& state = entry->state;
+        if (!items[i].status) {
+            state.pending = false;
+            leave(entry, OutgoingMessage{.request_id = state.request_id,
+                                         .kind = OutgoingKind::error,
+                                         .error = std::move(items[i].status).error()});
+        } else if (state.pending) {
+            pending_.push_back(entry);
+        } else if (ready_to_finish(state)) {
+            finish(entry, *emitters[i]);
+        }
+    }
 }
 
 bool StreamingScheduler::ready_to_finish(const StreamRequestState& state) const {
@@ -185,8 +260,21 @@ void StreamingScheduler::handle(IncomingMessage message) {
                                      .error = std::move(status).error()});
         return;
     }
+    if (handler.on_step && (state.pending || ready_to_finish(state))) {
+        state.pending = true;  // a finishing request gets one step to flush before on_done
+        if (std::find(pending_.begin(), pending_.end(), entry) == pending_.end()) {
+            pending_.push_back(entry);
+        }
+        return;  // finished after the step that clears `pending`
+    }
     if (!ready_to_finish(state)) return;
+    finish(entry, emitter);
+}
 
+void StreamingScheduler::finish(const std::shared_ptr<Entry>& entry, Emitter& emitter) {
+    StreamRequestState& state = entry->state;
+    Tracer* tracer = options_.tracer;
+    const StreamingHandler& handler = options_.handler;
     Result<StagePayload> result = [&]() -> Result<StagePayload> {
         ScopedSpan span(tracer, "compute", "scheduler", state.request_id);
         ComputeTimer timer(*this);
@@ -211,6 +299,7 @@ void StreamingScheduler::leave(const std::shared_ptr<Entry>& entry,
         std::lock_guard lock(mutex_);
         const std::string& request_id = entry->state.request_id;
         finished_.insert(request_id);
+        entry->left = true;
         if (auto it = states_.find(request_id); it != states_.end() && it->second == entry) {
             states_.erase(it);
         }

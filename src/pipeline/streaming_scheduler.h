@@ -13,6 +13,16 @@
 //
 // Threads: one worker runs every handler call, so the chunks of a request stay in order and
 // handlers need no locking. abort() and active_requests() may be called from any thread.
+//
+// Batching across requests (optional on_step): a handler that wants to do the work of several
+// requests in one computation leaves it in its per-request state and sets state.pending in
+// on_chunk or on_new_request. Whenever the inbox is empty and some open
+// request is pending, the worker calls on_step once with every pending request (oldest pending
+// first); on_step does one round of work, clears `pending` of the requests it has finished
+// with and sets `status` of those that failed (each fails alone). A request that is ready to
+// finish is made pending too (item.finishing set), so its flush can be batched with the others;
+// on_done runs once a step has cleared `pending`. Messages that arrive meanwhile are handled
+// between steps, so a request that becomes ready joins the next step.
 #include <any>
 #include <condition_variable>
 #include <functional>
@@ -42,6 +52,17 @@ struct StreamRequestState {
     std::set<std::string> sources;       // stages that sent a chunk or a done signal
     std::set<std::string> done_sources;  // stages that sent stream_done
     std::any user;                       // the handler's own per-request state
+    bool pending = false;                // set by the handler: on_step has work for it
+};
+
+// One pending request handed to on_step.
+struct StreamStepItem {
+    StreamRequestState* state = nullptr;
+    Emitter* emit = nullptr;
+    // The payload arrived and every stream is done: on_done follows once `pending` is cleared,
+    // so on_step may already flush what is left.
+    bool finishing = false;
+    Status status;  // set by on_step: an error fails this request only
 };
 
 // The handler's callbacks; each returns an error to fail the request. Run on the worker thread.
@@ -54,6 +75,9 @@ struct StreamingHandler {
         on_chunk;
     // Required. Payload present and streams done: flush, and return the stage's result.
     std::function<Result<StagePayload>(StreamRequestState& state, Emitter& emit)> on_done;
+    // Optional. One round of batched work over the pending requests (see the header comment);
+    // never called with an empty list.
+    std::function<void(std::vector<StreamStepItem>& items)> on_step;
 };
 
 struct StreamingSchedulerOptions {
@@ -88,6 +112,9 @@ class StreamingScheduler final : public Scheduler {
     explicit StreamingScheduler(StreamingSchedulerOptions options);
     void worker_loop();
     void handle(IncomingMessage message);
+    // Calls on_step with the pending requests, then fails or finishes them as they ask.
+    void run_step();
+    void finish(const std::shared_ptr<Entry>& entry, Emitter& emitter);
     [[nodiscard]] bool ready_to_finish(const StreamRequestState& state) const;
     // Frees the state; delivers `out` unless the request was aborted meanwhile.
     void leave(const std::shared_ptr<Entry>& entry, std::optional<OutgoingMessage> out);
@@ -102,6 +129,7 @@ class StreamingScheduler final : public Scheduler {
     bool started_ = false;
     bool stopping_ = false;
     std::thread worker_;
+    std::vector<std::shared_ptr<Entry>> pending_;  // worker thread only; oldest first
 };
 
 }  // namespace omnirt::pipeline

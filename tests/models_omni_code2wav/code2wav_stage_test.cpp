@@ -2,7 +2,10 @@
 // the other omni stage tests): the streamed audio equals decode_chunk over the same chunking plan
 // called directly, chunk by chunk; a chunk leaves as soon as its frames arrived; EOS frames are
 // skipped; malformed chunks fail their request only; abort frees the state; factory arguments are
-// checked. Deterministic: the tests wait on the outbox (the deadline only guards a hang).
+// checked. Concurrent streams: chunks of several requests decoded in one batched forward (rows
+// of different lengths right-padded) give each request the audio it gets alone. Deterministic:
+// the tests wait on the outbox (the deadline only guards a hang); the batching tests queue their
+// messages before the stage starts, so the batches are the same on every run.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -10,7 +13,9 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -33,6 +38,8 @@ constexpr std::int64_t kQuantizers = 16;
 constexpr std::int64_t kFirstChunk = 3;
 constexpr std::int64_t kChunk = 4;
 constexpr std::int64_t kLeftContext = 2;
+// float32: a batched forward differs from a forward of one row by rounding only.
+constexpr float kTolerance = 1e-5f;
 
 pipeline::StageContext stage_context(Map extra = {}) {
     Map args{{"model_path", Value(tiny_checkpoint().string())},
@@ -117,6 +124,60 @@ class Code2WavStageTest : public ::testing::Test {
                 return out;
             }
             out.audio.push_back(audio_of(message));
+        }
+    }
+
+    // Messages until every request of `ids` has its result or error, by request: the audio
+    // chunks in order and the final message. Messages of other requests fail the test.
+    // `batch_rows` gets the batch_rows metadata of every audio chunk.
+    std::map<std::string, Finished> collect(const std::set<std::string>& ids,
+                                            std::vector<std::int64_t>* batch_rows = nullptr) {
+        std::map<std::string, Finished> out;
+        std::size_t done = 0;
+        while (done < ids.size()) {
+            pipeline::OutgoingMessage message = next();
+            EXPECT_TRUE(ids.contains(message.request_id)) << message.request_id;
+            Finished& finished = out[message.request_id];
+            if (message.kind == pipeline::OutgoingKind::stream) {
+                if (batch_rows != nullptr) {
+                    const Value* rows = message.chunk->metadata.find("batch_rows");
+                    batch_rows->push_back(rows != nullptr && rows->is_int() ? rows->as_int() : 0);
+                }
+                finished.audio.push_back(audio_of(message));
+            } else {
+                finished.last = std::move(message);
+                ++done;
+            }
+        }
+        return out;
+    }
+
+    // A stage that is not started yet, so that messages can be queued first.
+    void restart_unstarted(Map extra) {
+        stage_->stop();
+        auto stage = make_code2wav_stage(stage_context(std::move(extra)));
+        ASSERT_TRUE(stage.has_value()) << stage.error().to_string();
+        stage_ = std::move(*stage);
+    }
+
+    // Pushes `codes` as chunks of `piece` frames, then stream_done and the payload.
+    void push_stream(const std::string& id, const at::Tensor& codes, std::int64_t piece) {
+        std::int64_t chunk_id = 0;
+        for (std::int64_t begin = 0; begin < codes.size(0); begin += piece) {
+            push_chunk(id, chunk_id++,
+                       codes_chunk(codes.narrow(0, begin, std::min(piece, codes.size(0) - begin))));
+        }
+        push_done(id);
+        push_payload(id);
+    }
+
+    static void expect_same_audio(const std::vector<at::Tensor>& audio,
+                                  const std::vector<at::Tensor>& expected, const std::string& id) {
+        ASSERT_EQ(audio.size(), expected.size()) << id;
+        for (std::size_t i = 0; i < audio.size(); ++i) {
+            ASSERT_EQ(audio[i].size(0), expected[i].size(0)) << id << " chunk " << i;
+            EXPECT_LE((audio[i] - expected[i]).abs().max().item<float>(), kTolerance)
+                << id << " chunk " << i;
         }
     }
 
@@ -310,6 +371,134 @@ TEST_F(Code2WavStageTest, AbortMidStreamFreesTheState) {
     EXPECT_EQ(stage_->active_requests(), 0u);
 }
 
+TEST_F(Code2WavStageTest, ConcurrentStreamsBatchedEqualEachAlone) {
+    // Six streams of different lengths (a 2-frame one is only a flushed remainder), at most four
+    // per forward: batches mix first chunks (3 frames), the 2-frame flush and later chunks with
+    // context (6 frames), right-padded to the longest.
+    restart_unstarted({{"max_batch_streams", Value(4)}});
+    const std::vector<std::int64_t> lengths = {13, 7, 2, 10, 5, 16};
+    std::vector<at::Tensor> codes;
+    std::set<std::string> ids;
+    for (std::size_t i = 0; i < lengths.size(); ++i) {
+        codes.push_back(codes_of(lengths[i], 100 + i));
+        ids.insert("s" + std::to_string(i));
+    }
+    // Interleaved arrival: one piece of every stream in turn.
+    for (std::int64_t begin = 0; begin < 16; begin += 5) {
+        for (std::size_t i = 0; i < lengths.size(); ++i) {
+            if (begin >= lengths[i]) continue;
+            push_chunk("s" + std::to_string(i), begin / 5,
+                       codes_chunk(codes[i].narrow(0, begin,
+                                                   std::min<std::int64_t>(5, lengths[i] - begin))));
+        }
+    }
+    for (const std::string& id : ids) {
+        push_done(id);
+        push_payload(id);
+    }
+    ASSERT_TRUE(stage_->start().has_value());
+    std::vector<std::int64_t> batch_rows;
+    std::map<std::string, Finished> finished = collect(ids, &batch_rows);
+    for (std::size_t i = 0; i < lengths.size(); ++i) {
+        const std::string id = "s" + std::to_string(i);
+        ASSERT_EQ(finished[id].last.kind, pipeline::OutgoingKind::result)
+            << finished[id].last.error.message;
+        expect_same_audio(finished[id].audio, reference(codes[i]), id);
+        EXPECT_EQ(finished[id].last.result->data.find("frames")->as_int(), lengths[i]);
+    }
+    ASSERT_FALSE(batch_rows.empty());
+    EXPECT_EQ(*std::max_element(batch_rows.begin(), batch_rows.end()), 4);
+    EXPECT_GE(*std::min_element(batch_rows.begin(), batch_rows.end()), 1);
+    EXPECT_EQ(stage_->active_requests(), 0u);
+
+    // max_batch_streams 1: one row per forward, the same audio.
+    restart_unstarted({{"max_batch_streams", Value(1)}});
+    for (std::size_t i = 0; i < 3; ++i) push_stream("s" + std::to_string(i), codes[i], 4);
+    ASSERT_TRUE(stage_->start().has_value());
+    batch_rows.clear();
+    finished = collect({"s0", "s1", "s2"}, &batch_rows);
+    for (std::size_t i = 0; i < 3; ++i) {
+        const std::string id = "s" + std::to_string(i);
+        expect_same_audio(finished[id].audio, reference(codes[i]), id);
+    }
+    for (std::int64_t rows : batch_rows) EXPECT_EQ(rows, 1);
+}
+
+TEST_F(Code2WavStageTest, AbortOneBatchedStreamOthersContinue) {
+    restart_unstarted({});
+    const at::Tensor a = codes_of(11, 21);
+    const at::Tensor b = codes_of(11, 22);
+    const at::Tensor c = codes_of(11, 23);
+    // The first chunks of the three leave from one forward.
+    push_chunk("a", 0, codes_chunk(a.narrow(0, 0, kFirstChunk)));
+    push_chunk("b", 0, codes_chunk(b.narrow(0, 0, kFirstChunk)));
+    push_chunk("c", 0, codes_chunk(c.narrow(0, 0, kFirstChunk)));
+    ASSERT_TRUE(stage_->start().has_value());
+    std::map<std::string, std::vector<at::Tensor>> audio;
+    for (int i = 0; i < 3; ++i) {
+        pipeline::OutgoingMessage message = next();
+        ASSERT_EQ(message.kind, pipeline::OutgoingKind::stream);
+        EXPECT_EQ(message.chunk->metadata.find("batch_rows")->as_int(), 3);
+        audio[message.request_id].push_back(audio_of(message));
+    }
+    ASSERT_EQ(audio.size(), 3u);
+    EXPECT_EQ(stage_->active_requests(), 3u);
+    stage_->abort("b");
+    EXPECT_EQ(stage_->active_requests(), 2u);
+    // The rest of all three; nothing of "b" leaves and "a" and "c" are unchanged.
+    for (const auto& [id, codes] : {std::pair{"a", a}, std::pair{"b", b}, std::pair{"c", c}}) {
+        push_chunk(id, 1, codes_chunk(codes.narrow(0, kFirstChunk, 11 - kFirstChunk)));
+        push_done(id);
+        push_payload(id);
+    }
+    std::map<std::string, Finished> finished = collect({"a", "c"});
+    for (const auto& [id, codes] : {std::pair{"a", a}, std::pair{"c", c}}) {
+        ASSERT_EQ(finished[id].last.kind, pipeline::OutgoingKind::result)
+            << finished[id].last.error.message;
+        std::vector<at::Tensor> all = audio[id];
+        for (at::Tensor& piece : finished[id].audio) all.push_back(piece);
+        expect_same_audio(all, reference(codes), id);
+    }
+    EXPECT_EQ(stage_->active_requests(), 0u);
+    EXPECT_EQ(stage_->outbox().size(), 0u);
+}
+
+TEST_F(Code2WavStageTest, MalformedChunkInOneStreamLeavesTheBatchAlone) {
+    restart_unstarted({});
+    const at::Tensor a = codes_of(9, 31);
+    const at::Tensor c = codes_of(6, 33);
+    at::Tensor bad = codes_of(2, 32);
+    bad[1][7] = 4096;
+    // "x" has a good first chunk pending when its malformed second chunk arrives: it fails
+    // alone, before any forward, and the others' batches go on without it.
+    push_chunk("a", 0, codes_chunk(a.narrow(0, 0, 4)));
+    push_chunk("x", 0, codes_chunk(codes_of(kFirstChunk, 34)));
+    push_chunk("c", 0, codes_chunk(c.narrow(0, 0, 4)));
+    push_chunk("x", 1, codes_chunk(bad));
+    push_chunk("a", 1, codes_chunk(a.narrow(0, 4, 5)));
+    push_chunk("x", 2, codes_chunk(codes_of(kChunk, 35)));
+    push_chunk("c", 1, codes_chunk(c.narrow(0, 4, 2)));
+    for (const char* id : {"a", "x", "c"}) {
+        push_done(id);
+        push_payload(id);
+    }
+    ASSERT_TRUE(stage_->start().has_value());
+    std::map<std::string, Finished> finished = collect({"a", "x", "c"});
+    ASSERT_EQ(finished["x"].last.kind, pipeline::OutgoingKind::error);
+    EXPECT_EQ(finished["x"].last.error.code, ErrorCode::invalid_argument);
+    EXPECT_NE(finished["x"].last.error.message.find("stream chunk 1"), std::string::npos)
+        << finished["x"].last.error.message;
+    EXPECT_NE(finished["x"].last.error.message.find("quantizer 7 holds 4096"), std::string::npos)
+        << finished["x"].last.error.message;
+    EXPECT_TRUE(finished["x"].audio.empty());
+    for (const auto& [id, codes] : {std::pair{"a", a}, std::pair{"c", c}}) {
+        ASSERT_EQ(finished[id].last.kind, pipeline::OutgoingKind::result)
+            << finished[id].last.error.message;
+        expect_same_audio(finished[id].audio, reference(codes), id);
+    }
+    EXPECT_EQ(stage_->active_requests(), 0u);
+}
+
 TEST(Code2WavStageFactory, ArgumentErrorsNameTheArgument) {
     auto expect_error = [](Map args, ErrorCode code, const std::string& needle) {
         pipeline::StageContext context = stage_context(std::move(args));
@@ -327,6 +516,10 @@ TEST(Code2WavStageFactory, ArgumentErrorsNameTheArgument) {
                  "'first_chunk_frames'");
     expect_error({{"left_context_frames", Value(-1)}}, ErrorCode::invalid_argument,
                  "'left_context_frames'");
+    expect_error({{"max_batch_streams", Value(0)}}, ErrorCode::invalid_argument,
+                 "'max_batch_streams'");
+    expect_error({{"max_batch_streams", Value(257)}}, ErrorCode::invalid_argument,
+                 "'max_batch_streams'");
     expect_error({{"load_format", Value(std::string("pt"))}}, ErrorCode::invalid_argument,
                  "'load_format'");
     expect_error({{"model_path", Value((tiny_checkpoint() / "absent").string())}},

@@ -5,7 +5,10 @@
 #include <any>
 #include <filesystem>
 #include <future>
+#include <map>
+#include <string>
 #include <thread>
+#include <vector>
 
 namespace omnirt::pipeline {
 namespace {
@@ -339,6 +342,170 @@ TEST_F(StreamingSchedulerTest, AbortWakesAHandlerWaitingInside) {
     scheduler_->abort("r");
     expect_nothing_pending_before_barrier("barrier");
     EXPECT_EQ(scheduler_->active_requests(), 0u);
+}
+
+// on_step: every pending request queued before the start is handled in one step (their chunks
+// were all handled first); one item's error fails that request only; a finishing request gets
+// a step (item.finishing) before on_done; the step's work may take several steps.
+TEST_F(StreamingSchedulerTest, OnStepBatchesThePendingRequests) {
+    struct Work {
+        std::int64_t left = 0;  // chunks not yet "computed"
+        std::int64_t steps = 0;
+        bool flushed = false;
+    };
+    std::vector<std::size_t> step_sizes;  // worker thread; read after the results
+    StreamingHandler handler = recording_handler();
+    handler.on_new_request = nullptr;
+    handler.on_chunk = [](StreamRequestState& state, const std::string&, const StreamChunk& c,
+                          Emitter&) -> Status {
+        if (!state.user.has_value()) state.user = Work{};
+        std::any_cast<Work&>(state.user).left += c.chunk == Value("two") ? 2 : 1;
+        state.pending = true;
+        return ok_status();
+    };
+    handler.on_done = [](StreamRequestState& state, Emitter&) -> Result<StagePayload> {
+        const Work& work = std::any_cast<Work&>(state.user);
+        EXPECT_EQ(work.left, 0);
+        return StagePayload{
+            .request_id = state.request_id,
+            .data = Value(Map{{"steps", Value(work.steps)}, {"flushed", Value(work.flushed)}})};
+    };
+    handler.on_step = [&](std::vector<StreamStepItem>& items) {
+        step_sizes.push_back(items.size());
+        for (StreamStepItem& item : items) {
+            Work& work = std::any_cast<Work&>(item.state->user);
+            if (item.state->request_id == "bad") {
+                item.status = fail(ErrorCode::data_loss, "step failed");
+                continue;
+            }
+            if (work.left > 0) {
+                --work.left;
+                ++work.steps;
+                item.emit->emit(Value(item.state->request_id));
+            }
+            if (item.finishing && work.left == 0) work.flushed = true;
+            item.state->pending = work.left > 0;
+        }
+    };
+    auto scheduler = StreamingScheduler::create(
+        {.stage_name = "s", .stream_sources = {"talker"}, .handler = handler});
+    ASSERT_TRUE(scheduler.has_value());
+    scheduler_ = std::move(*scheduler);
+    for (const char* id : {"a", "b", "bad"}) {
+        push(chunk(id, "talker", Value(std::string(id) == "b" ? "two" : "one")));
+        push(new_request(id));
+        push(done(id, "talker"));
+    }
+    ASSERT_TRUE(scheduler_->start().has_value());
+    std::map<std::string, std::int64_t> streamed;
+    std::map<std::string, OutgoingMessage> last;
+    while (last.size() < 3) {
+        auto out = next();
+        ASSERT_TRUE(out.has_value());
+        if (out->kind == OutgoingKind::stream) {
+            ++streamed[out->request_id];
+        } else {
+            last[out->request_id] = std::move(*out);
+        }
+    }
+    EXPECT_EQ(last["bad"].kind, OutgoingKind::error);
+    EXPECT_EQ(last["bad"].error.code, ErrorCode::data_loss);
+    EXPECT_EQ(streamed["bad"], 0);
+    ASSERT_EQ(last["a"].kind, OutgoingKind::result);
+    ASSERT_EQ(last["b"].kind, OutgoingKind::result);
+    EXPECT_EQ(last["a"].result->data.find("steps")->as_int(), 1);
+    EXPECT_EQ(last["b"].result->data.find("steps")->as_int(), 2);
+    EXPECT_TRUE(last["a"].result->data.find("flushed")->as_bool());
+    EXPECT_TRUE(last["b"].result->data.find("flushed")->as_bool());
+    EXPECT_EQ(streamed["a"], 1);
+    EXPECT_EQ(streamed["b"], 2);
+    ASSERT_EQ(step_sizes.size(), 2u);
+    EXPECT_EQ(step_sizes[0], 3u);
+    EXPECT_EQ(step_sizes[1], 1u);  // "b" alone: "a" finished, "bad" failed
+    EXPECT_EQ(scheduler_->active_requests(), 0u);
+}
+
+// An aborted pending request is dropped from the next step and freed.
+TEST_F(StreamingSchedulerTest, OnStepSkipsAbortedRequests) {
+    std::promise<void> in_step;
+    std::promise<void> aborted;
+    std::vector<std::string> stepped;
+    StreamingHandler handler = recording_handler();
+    handler.on_chunk = [](StreamRequestState& state, const std::string&, const StreamChunk&,
+                          Emitter&) -> Status {
+        state.pending = true;
+        return ok_status();
+    };
+    bool first = true;
+    handler.on_step = [&](std::vector<StreamStepItem>& items) {
+        for (StreamStepItem& item : items) stepped.push_back(item.state->request_id);
+        if (first) {
+            first = false;
+            in_step.set_value();
+            // "x" is aborted while this step runs; its emit is dropped; it stays pending.
+            EXPECT_EQ(aborted.get_future().wait_for(kHangGuard), std::future_status::ready);
+            for (StreamStepItem& item : items) {
+                if (item.state->request_id == "x") {
+                    EXPECT_TRUE(item.emit->aborted());
+                    EXPECT_FALSE(item.emit->emit(Value("dropped")));
+                } else {
+                    item.state->pending = false;
+                }
+            }
+            return;
+        }
+        for (StreamStepItem& item : items) item.state->pending = false;
+    };
+    auto scheduler = StreamingScheduler::create(
+        {.stage_name = "s", .stream_sources = {"talker"}, .handler = handler});
+    ASSERT_TRUE(scheduler.has_value());
+    scheduler_ = std::move(*scheduler);
+    push(chunk("x", "talker", Value("a")));
+    push(chunk("y", "talker", Value("a")));
+    ASSERT_TRUE(scheduler_->start().has_value());
+    ASSERT_EQ(in_step.get_future().wait_for(kHangGuard), std::future_status::ready);
+    scheduler_->abort("x");
+    aborted.set_value();
+    push(new_request("y"));
+    push(done("y", "talker"));
+    auto out = next();
+    ASSERT_TRUE(out.has_value());
+    EXPECT_EQ(out->request_id, "y");
+    EXPECT_EQ(out->kind, OutgoingKind::result);
+    EXPECT_EQ(scheduler_->active_requests(), 0u);
+    // Step 1 had both; later steps only "y".
+    ASSERT_GE(stepped.size(), 3u);
+    EXPECT_EQ(stepped[0], "x");
+    EXPECT_EQ(stepped[1], "y");
+    for (std::size_t i = 2; i < stepped.size(); ++i) EXPECT_EQ(stepped[i], "y");
+}
+
+// stop() ends a worker that still has pending work (a step that never finishes its requests)
+// and frees every state without a result.
+TEST_F(StreamingSchedulerTest, StopEndsPendingWork) {
+    std::promise<void> stepped;
+    bool first = true;
+    StreamingHandler handler = recording_handler();
+    handler.on_chunk = [](StreamRequestState& state, const std::string&, const StreamChunk&,
+                          Emitter&) -> Status {
+        state.pending = true;
+        return ok_status();
+    };
+    handler.on_step = [&](std::vector<StreamStepItem>&) {
+        if (first) stepped.set_value();
+        first = false;
+    };
+    auto scheduler = StreamingScheduler::create(
+        {.stage_name = "s", .stream_sources = {"talker"}, .handler = handler});
+    ASSERT_TRUE(scheduler.has_value());
+    scheduler_ = std::move(*scheduler);
+    ASSERT_TRUE(scheduler_->start().has_value());
+    push(chunk("r", "talker", Value("a")));
+    ASSERT_EQ(stepped.get_future().wait_for(kHangGuard), std::future_status::ready);
+    EXPECT_EQ(scheduler_->active_requests(), 1u);
+    scheduler_->stop();
+    EXPECT_EQ(scheduler_->active_requests(), 0u);
+    EXPECT_EQ(scheduler_->outbox().pop(), std::nullopt);
 }
 
 }  // namespace

@@ -2,12 +2,14 @@
 
 #include <ATen/Parallel.h>
 #include <ATen/ops/from_blob.h>
+#include <ATen/ops/zeros.h>
 
 #include <algorithm>
 #include <any>
 #include <climits>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -27,6 +29,7 @@ namespace {
 
 constexpr std::string_view kFactory = "qwen3_omni.code2wav";
 constexpr std::int64_t kMaxChunkFrames = 100000;
+constexpr std::int64_t kMaxBatchStreams = 256;
 
 Error invalid(std::string message) {
     return Error{ErrorCode::invalid_argument, std::move(message)};
@@ -40,6 +43,7 @@ struct Code2WavStageSettings {
     std::int64_t first_chunk_frames = 10;
     std::int64_t left_context = 25;
     std::int64_t codec_eos = kDefaultCodecEosId;
+    std::int64_t max_batch_streams = 8;
 };
 
 // One request's stream. `codes` holds frames [buffer_begin, frames) row-major
@@ -117,54 +121,147 @@ Status append_codes(const Code2WavStageSettings& settings, const pipeline::Strea
     return ok_status();
 }
 
-// Decodes new frames [decoded_end, end) with its left context, emits the audio to the client and
-// drops the frames no later chunk needs. Emitting after an abort is a no-op.
-Status decode_and_emit(const Code2WavStageSettings& settings, Code2WavStream& stream,
-                       std::int64_t end, pipeline::Emitter& emit) {
-    const std::int64_t quantizers = settings.model->config().num_quantizers;
-    const std::int64_t begin = stream.decoded_end;
-    const std::int64_t context = std::min(settings.left_context, begin);
-    const std::int64_t first = begin - context;
-    OMNI_CHECK(first >= stream.buffer_begin && end <= stream.frames && end > begin,
-               "code2wav stream buffer out of step");
-    at::Tensor audio;
-    try {
-        const at::Tensor codes =
-            at::from_blob(stream.codes.data() + (first - stream.buffer_begin) * quantizers,
-                          {end - first, quantizers}, at::kLong)
-                .t()
-                .unsqueeze(0);
-        auto decoded = settings.model->decode_chunk(codes, context);
-        if (!decoded) return fail(decoded.error().with_context(settings.who));
-        audio = decoded->reshape({-1}).to(at::kCPU, at::kFloat, false, /*copy=*/true).contiguous();
-    } catch (const std::exception& error) {
-        return fail(Error{ErrorCode::internal, settings.who + ": decode: " + error.what()});
-    }
-    auto converted = torch_bridge::from_torch(audio);
-    if (!converted) return fail(converted.error().with_context(settings.who));
-    stream.decoded_end = end;
-    stream.chunks += 1;
-    stream.samples += audio.size(0);
-    const std::int64_t keep_from = std::max(stream.buffer_begin, end - settings.left_context);
-    stream.codes.erase(stream.codes.begin(),
-                       stream.codes.begin() + static_cast<std::ptrdiff_t>(
-                                                  (keep_from - stream.buffer_begin) * quantizers));
-    stream.buffer_begin = keep_from;
-    emit.emit(Value(
-        Map{{"audio", Value(std::move(*converted))}, {"sample_rate", Value(kCode2WavSampleRate)}}));
-    return ok_status();
+// The end of the chunk `stream` can decode now (frames [decoded_end, end)), or nullopt: the next
+// full chunk once its frames are buffered; with `finishing`, the remainder.
+std::optional<std::int64_t> next_chunk_end(const Code2WavStageSettings& settings,
+                                           const Code2WavStream& stream, bool finishing) {
+    const std::int64_t size =
+        stream.chunks == 0 ? settings.first_chunk_frames : settings.chunk_frames;
+    if (stream.frames - stream.decoded_end >= size) return stream.decoded_end + size;
+    if (finishing && stream.frames > stream.decoded_end) return stream.frames;
+    return std::nullopt;
 }
 
-// Decodes every chunk whose frames are all buffered.
-Status decode_ready(const Code2WavStageSettings& settings, Code2WavStream& stream,
-                    pipeline::Emitter& emit) {
-    while (!emit.aborted()) {
-        const std::int64_t size =
-            stream.chunks == 0 ? settings.first_chunk_frames : settings.chunk_frames;
-        if (stream.frames - stream.decoded_end < size) break;
-        OMNI_RETURN_IF_ERROR(decode_and_emit(settings, stream, stream.decoded_end + size, emit));
+// One row of a batched decode: frames [end - frames, end) of a stream, `context` of them
+// decoded again and dropped.
+struct BatchRow {
+    Code2WavStream* stream = nullptr;
+    pipeline::Emitter* emit = nullptr;
+    std::int64_t end = 0;
+    std::int64_t context = 0;
+    std::int64_t frames = 0;  // context + new frames
+    Status* status = nullptr;
+};
+
+// Decodes every row in one forward: the rows' codes [B, Q, longest] right-padded with code 0.
+// Every stage of Code2Wav is causal (left-padded convolutions, CausalTransConv cut at both ends,
+// attention to earlier keys only), so a row's first output_samples(frames) samples do not depend
+// on the padding behind it: row i keeps samples [context_i * total_upsample,
+// output_samples(frames_i)), exactly what decode_chunk on its own codes keeps. Each row's audio
+// then leaves as its request's client chunk and its stream drops the frames no later chunk
+// needs. A forward failure fails every row of the batch; emitting after an abort is a no-op.
+void decode_batch(const Code2WavStageSettings& settings, std::vector<BatchRow>& rows) {
+    const Code2WavConfig& config = settings.model->config();
+    const std::int64_t quantizers = config.num_quantizers;
+    const auto batch = static_cast<std::int64_t>(rows.size());
+    std::int64_t longest = 0;
+    for (const BatchRow& row : rows) longest = std::max(longest, row.frames);
+    auto fail_all = [&](const Error& error) {
+        for (BatchRow& row : rows) *row.status = fail(error);
+    };
+    at::Tensor wav;
+    try {
+        at::Tensor codes = at::zeros({batch, longest, quantizers}, at::kLong);
+        for (std::int64_t b = 0; b < batch; ++b) {
+            const BatchRow& row = rows[static_cast<std::size_t>(b)];
+            Code2WavStream& stream = *row.stream;
+            const std::int64_t first = row.end - row.frames;
+            OMNI_CHECK(first >= stream.buffer_begin && row.end <= stream.frames &&
+                           row.end > stream.decoded_end,
+                       "code2wav stream buffer out of step");
+            codes[b]
+                .narrow(0, 0, row.frames)
+                .copy_(
+                    at::from_blob(stream.codes.data() + (first - stream.buffer_begin) * quantizers,
+                                  {row.frames, quantizers}, at::kLong));
+        }
+        auto decoded = settings.model->forward(codes.transpose(1, 2));
+        if (!decoded) return fail_all(decoded.error().with_context(settings.who));
+        wav = decoded->to(at::kCPU, at::kFloat).reshape({batch, -1});
+    } catch (const std::exception& error) {
+        return fail_all(Error{ErrorCode::internal, settings.who + ": decode: " + error.what()});
     }
-    return ok_status();
+    for (std::int64_t b = 0; b < batch; ++b) {
+        BatchRow& row = rows[static_cast<std::size_t>(b)];
+        Code2WavStream& stream = *row.stream;
+        const std::int64_t skip = row.context * config.total_upsample();
+        at::Tensor audio;
+        try {
+            audio = wav[b].narrow(0, skip, config.output_samples(row.frames) - skip).clone();
+        } catch (const std::exception& error) {
+            *row.status = fail(Error{ErrorCode::internal, settings.who + ": " + error.what()});
+            continue;
+        }
+        auto converted = torch_bridge::from_torch(audio);
+        if (!converted) {
+            *row.status = fail(converted.error().with_context(settings.who));
+            continue;
+        }
+        stream.decoded_end = row.end;
+        stream.chunks += 1;
+        stream.samples += audio.size(0);
+        const std::int64_t keep_from =
+            std::max(stream.buffer_begin, row.end - settings.left_context);
+        stream.codes.erase(
+            stream.codes.begin(),
+            stream.codes.begin() +
+                static_cast<std::ptrdiff_t>((keep_from - stream.buffer_begin) * quantizers));
+        stream.buffer_begin = keep_from;
+        row.emit->emit(Value(Map{{"audio", Value(std::move(*converted))},
+                                 {"sample_rate", Value(kCode2WavSampleRate)}}),
+                       std::nullopt, Value(Map{{"batch_rows", Value(batch)}}));
+    }
+}
+
+// One step of the scheduler: the next chunk of up to max_batch_streams pending requests in one
+// forward. Requests with fewer chunks sent go first (a new stream's first chunk is never held
+// behind the others' later chunks), then the oldest pending; one chunk per request per step, so
+// a request's chunks leave in order and one long backlog does not hold the others' first audio.
+void code2wav_step(const Code2WavStageSettings& settings,
+                   std::vector<pipeline::StreamStepItem>& items) {
+    struct Candidate {
+        std::size_t item = 0;
+        std::int64_t end = 0;
+    };
+    std::vector<Candidate> candidates;
+    for (std::size_t i = 0; i < items.size(); ++i) {
+        pipeline::StreamStepItem& item = items[i];
+        const Code2WavStream& stream = stream_of(*item.state);
+        const auto end = next_chunk_end(settings, stream, item.finishing);
+        if (!end || item.emit->aborted()) {
+            item.state->pending = false;
+        } else {
+            candidates.push_back({.item = i, .end = *end});
+        }
+    }
+    std::stable_sort(
+        candidates.begin(), candidates.end(), [&](const Candidate& a, const Candidate& b) {
+            return stream_of(*items[a.item].state).chunks < stream_of(*items[b.item].state).chunks;
+        });
+    if (candidates.size() > static_cast<std::size_t>(settings.max_batch_streams)) {
+        candidates.resize(static_cast<std::size_t>(settings.max_batch_streams));
+    }
+    if (candidates.empty()) return;
+    std::vector<BatchRow> rows;
+    rows.reserve(candidates.size());
+    for (const Candidate& candidate : candidates) {
+        pipeline::StreamStepItem& item = items[candidate.item];
+        Code2WavStream& stream = stream_of(*item.state);
+        const std::int64_t context = std::min(settings.left_context, stream.decoded_end);
+        rows.push_back(BatchRow{.stream = &stream,
+                                .emit = item.emit,
+                                .end = candidate.end,
+                                .context = context,
+                                .frames = candidate.end - stream.decoded_end + context,
+                                .status = &item.status});
+    }
+    decode_batch(settings, rows);
+    for (const Candidate& candidate : candidates) {
+        pipeline::StreamStepItem& item = items[candidate.item];
+        item.state->pending =
+            item.status.has_value() &&
+            next_chunk_end(settings, stream_of(*item.state), item.finishing).has_value();
+    }
 }
 
 // talker_config.codec_eos_token_id when the config has it, else the released value.
@@ -268,6 +365,8 @@ Result<std::unique_ptr<pipeline::Scheduler>> make_code2wav_stage(
              pipeline::int_arg_in(context, who, "first_chunk_frames", 10, 1, kMaxChunkFrames));
     OMNI_TRY(settings->left_context,
              pipeline::int_arg_in(context, who, "left_context_frames", 25, 0, kMaxChunkFrames));
+    OMNI_TRY(settings->max_batch_streams,
+             pipeline::int_arg_in(context, who, "max_batch_streams", 8, 1, kMaxBatchStreams));
     OMNI_TRY(std::int64_t num_threads,
              pipeline::int_arg_in(context, who, "num_threads", 0, 0, 1024));
     if (!context.device.is_cpu()) {
@@ -281,26 +380,27 @@ Result<std::unique_ptr<pipeline::Scheduler>> make_code2wav_stage(
 
     pipeline::StreamingHandler handler{
         .on_chunk = [settings](pipeline::StreamRequestState& state, const std::string&,
-                               const pipeline::StreamChunk& chunk,
-                               pipeline::Emitter& emit) -> Status {
+                               const pipeline::StreamChunk& chunk, pipeline::Emitter&) -> Status {
             Code2WavStream& stream = stream_of(state);
             OMNI_RETURN_IF_ERROR(append_codes(*settings, chunk, stream));
-            return decode_ready(*settings, stream, emit);
+            state.pending = next_chunk_end(*settings, stream, false).has_value();
+            return ok_status();
         },
+        // Every chunk, the flushed remainder included, was decoded by code2wav_step.
         .on_done = [settings](pipeline::StreamRequestState& state,
-                              pipeline::Emitter& emit) -> Result<StagePayload> {
+                              pipeline::Emitter&) -> Result<StagePayload> {
             Code2WavStream& stream = stream_of(state);
-            OMNI_RETURN_IF_ERROR(decode_ready(*settings, stream, emit));
-            if (stream.frames > stream.decoded_end && !emit.aborted()) {
-                OMNI_RETURN_IF_ERROR(decode_and_emit(*settings, stream, stream.frames, emit));
-            }
             const StagePayload& input = *state.payload;
             return StagePayload{.request_id = input.request_id,
                                 .request = input.request,
                                 .data = Value(Map{{"sample_rate", Value(kCode2WavSampleRate)},
                                                   {"samples", Value(stream.samples)},
                                                   {"frames", Value(stream.frames)}})};
-        }};
+        },
+        .on_step =
+            [settings](std::vector<pipeline::StreamStepItem>& items) {
+                code2wav_step(*settings, items);
+            }};
     OMNI_TRY(auto scheduler,
              pipeline::StreamingScheduler::create({.stage_name = context.stage_name,
                                                    .stream_sources = context.stream_sources,

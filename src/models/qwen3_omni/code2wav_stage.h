@@ -16,17 +16,30 @@
 //
 // Chunking (code2wav_stream_chunks): the first chunk holds first_chunk_frames new frames (a
 // short first chunk for a low time to first audio), every later one chunk_frames; a chunk is
-// decoded as soon as its frames are buffered, the remainder when the request is done. A chunk
-// decodes frames [begin - context, end) with context = min(left_context_frames, begin) through
-// Code2Wav::decode_chunk, which drops the context's samples. The concatenated audio therefore
-// equals decode_chunk over the same plan called directly.
+// ready as soon as its frames are buffered, the remainder when the request is done. A chunk
+// decodes frames [begin - context, end) with context = min(left_context_frames, begin) and drops
+// the context's samples, as Code2Wav::decode_chunk does. The concatenated audio therefore equals
+// decode_chunk over the same plan called directly (float rounding only: tested within 1e-5).
+//
+// Batching: the ready chunks of up to max_batch_streams requests are decoded in ONE forward
+// (StreamingScheduler's on_step runs once the inbox is drained, so every chunk that arrived
+// meanwhile joins). Rows of different lengths are right-padded with code 0 to the longest and
+// each row keeps samples [context * total_upsample, output_samples(its frames)): Code2Wav is
+// causal end to end (left-padded convolutions, CausalTransConv cut at both ends, attention to
+// earlier keys only, RoPE positions from 0 in every row), so the padding behind a row changes
+// none of the samples it keeps. One chunk per request per forward, requests with fewer chunks
+// sent first (a new stream's first chunk is not held behind the others' backlog), then the
+// oldest; audio chunks carry metadata {"batch_rows": rows of their forward}.
 //
 // Errors: a malformed chunk (no `codes`, not a tensor, wrong dtype or shape, a code out of
-// range) fails its request with invalid_argument naming the chunk and the field; the stage keeps
-// serving the others. An aborted request's state is freed at once (StreamingScheduler).
+// range) fails its request with invalid_argument naming the chunk and the field, before any
+// forward; the stage keeps serving the others. A forward failure (internal) fails the requests of
+// that batch. An aborted request's state is freed at once (StreamingScheduler) and it leaves the
+// next batch.
 //
-// Not done yet: concurrent streams are decoded one request at a time (no batching of several
-// requests' chunks into one forward).
+// Not done yet: the stage runs on the CPU only, where batching measured slower than one row
+// per forward (docs/benchmarks.md "Qwen3-Omni speech": set max_batch_streams 1 there); padded
+// rows cost compute (a batch costs rows x longest frames), no grouping by length.
 //
 // factory_args (model_path is required; runtime prep injects the pipeline's model_path):
 //   model_path           checkpoint directory (config.json and the safetensors)
@@ -34,13 +47,16 @@
 //   chunk_frames         new frames per chunk after the first (25), in [1, 100000]
 //   first_chunk_frames   new frames of the first chunk (10), in [1, 100000]
 //   left_context_frames  frames decoded again in front of a chunk and dropped (25), [0, 100000]
+//   max_batch_streams    most requests whose chunks share one forward (8), in [1, 256]; 1 decodes
+//                        one chunk per forward
 //   load_format          "auto" / "safetensors" (the checkpoint) or "dummy": only config.json is
 //                        read and the weights are generated at its sizes (checkpoint/dummy.h)
 //   dummy_seed           the dummy weights' seed (0)
 //   num_threads          ATen intra-op threads of the process (0: OMP_NUM_THREADS when set,
 //                        else every CPU the process may run on); process-wide
 //
-// Threads: the scheduler's one worker decodes; the factory may run on any thread.
+// Threads: the scheduler's one worker decodes (ATen's intra-op threads inside a forward); the
+// factory may run on any thread.
 #include <cstdint>
 #include <memory>
 #include <vector>

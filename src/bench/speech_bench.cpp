@@ -1,0 +1,510 @@
+#include "bench/speech_bench.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <random>
+#include <set>
+
+#include "bench/omni_bench.h"
+#include "bench/relay_bench.h"
+#include "config/load.h"
+#include "config/plugins.h"
+#include "models/builtin_families.h"
+#include "pipeline/stage_factory.h"
+#include "runner/builtins.h"
+#include "runner/pipeline.h"
+
+namespace omnirt::bench {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+constexpr std::int64_t kQuantizers = 16;
+constexpr std::int64_t kCodebookSize = 2048;  // the released code2wav_config.codebook_size
+
+double ms_between(Clock::time_point from, Clock::time_point to) {
+    return std::chrono::duration<double, std::milli>(to - from).count();
+}
+double seconds_between(Clock::time_point from, Clock::time_point to) {
+    return std::chrono::duration<double>(to - from).count();
+}
+
+// What one stream (or request) saw.
+struct StreamRecord {
+    Clock::time_point start;
+    std::optional<Clock::time_point> first_audio;
+    Clock::time_point end;
+    double audio_seconds = 0;
+    double inverse_rows = 0;  // sum over its chunks of 1 / batch_rows
+    std::int64_t chunks = 0;
+    bool failed = false;
+};
+
+// The level's figures from its measured streams and its wall time.
+SpeechLevel summarize(int concurrency, const std::vector<StreamRecord>& streams, double wall) {
+    SpeechLevel level{.concurrency = concurrency};
+    std::vector<double> ttfa;
+    std::vector<double> rtf;
+    double inverse_rows = 0;
+    std::int64_t chunks = 0;
+    for (const StreamRecord& stream : streams) {
+        if (stream.failed) {
+            ++level.failed;
+            continue;
+        }
+        ++level.streams;
+        level.audio_seconds += stream.audio_seconds;
+        if (stream.first_audio) ttfa.push_back(ms_between(stream.start, *stream.first_audio));
+        if (stream.audio_seconds > 0) {
+            rtf.push_back(seconds_between(stream.start, stream.end) / stream.audio_seconds);
+        }
+        inverse_rows += stream.inverse_rows;
+        chunks += stream.chunks;
+    }
+    level.ttfa_p50_ms = percentile(ttfa, 50);
+    level.ttfa_p99_ms = percentile(ttfa, 99);
+    level.rtf_p50 = percentile(rtf, 50);
+    level.rtf_p99 = percentile(rtf, 99);
+    if (level.audio_seconds > 0) level.rtf_aggregate = wall / level.audio_seconds;
+    if (wall > 0) level.frames_per_second = level.audio_seconds * kSpeechFramesPerSecond / wall;
+    if (inverse_rows > 0) level.rows_per_forward = static_cast<double>(chunks) / inverse_rows;
+    return level;
+}
+
+std::string cpu_model() {
+    std::ifstream file("/proc/cpuinfo");
+    std::string line;
+    while (std::getline(file, line)) {
+        if (line.rfind("model name", 0) == 0) {
+            const auto colon = line.find(':');
+            if (colon != std::string::npos) return line.substr(colon + 2);
+        }
+    }
+    return "unknown";
+}
+
+// <build> from the running binary (<build>/bin/omnirt or <build>/tests/<test>).
+fs::path build_directory() {
+    return fs::read_symlink("/proc/self/exe").parent_path().parent_path();
+}
+
+// A checkpoint directory for the preset: "real" writes only config.json (the stage loads dummy
+// weights at its sizes), the others are generated checkpoints.
+Result<std::string> checkpoint_for(const SpeechBenchOptions& options, const fs::path& work) {
+    if (!options.model_path.empty()) return options.model_path;
+    OMNI_TRY(const models::ModelFamily* family, models::builtin_families().find("qwen3_omni"));
+    const fs::path directory = work / "checkpoint";
+    if (options.preset == "real") {
+        OMNI_TRY(nlohmann::json config, family->preset_config("30b-a3b", "bfloat16"));
+        fs::create_directories(directory);
+        std::ofstream out(directory / "config.json");
+        out << config.dump(2);
+        if (!out) return fail(ErrorCode::internal, "cannot write " + directory.string());
+        return directory.string();
+    }
+    OMNI_TRY(auto made, family->make_checkpoint(directory.string(),
+                                                {.arch = family->name, .preset = options.preset}));
+    (void)made;
+    return directory.string();
+}
+
+// Random codes [frames, 16] as one stream chunk.
+Value random_codes(std::int64_t frames, std::mt19937_64& rng) {
+    std::vector<std::int64_t> codes(static_cast<std::size_t>(frames * kQuantizers));
+    for (std::int64_t& code : codes) code = static_cast<std::int64_t>(rng() % kCodebookSize);
+    return Value(Map{{"codes", Value(Tensor::from_vector(codes, {frames, kQuantizers}))}});
+}
+
+// Runs `count` streams through the started stage, `concurrency` in flight, every frame of a
+// stream queued when it starts. The stage's outputs are read on this thread.
+Result<std::vector<StreamRecord>> run_code2wav_streams(pipeline::Scheduler& stage,
+                                                       const std::string& prefix, int count,
+                                                       int concurrency, std::int64_t frames,
+                                                       std::mt19937_64& rng) {
+    std::vector<StreamRecord> records(static_cast<std::size_t>(count));
+    std::map<std::string, std::size_t> index_of;
+    int started = 0;
+    int finished = 0;
+    auto start_one = [&]() -> Status {
+        const std::string id = prefix + std::to_string(started);
+        index_of[id] = static_cast<std::size_t>(started);
+        Value codes = random_codes(frames, rng);  // made before the clock starts
+        records[static_cast<std::size_t>(started)].start = Clock::now();
+        ++started;
+        const bool pushed =
+            stage.inbox().push(pipeline::IncomingMessage{
+                .request_id = id,
+                .kind = pipeline::IncomingKind::new_request,
+                .payload = std::make_shared<const StagePayload>(
+                    StagePayload{.request_id = id, .data = Value(Map{})})}) &&
+            stage.inbox().push(pipeline::IncomingMessage{
+                .request_id = id,
+                .kind = pipeline::IncomingKind::stream_chunk,
+                .chunk = std::make_shared<const pipeline::StreamChunk>(
+                    pipeline::StreamChunk{.chunk_id = 0, .chunk = std::move(codes)}),
+                .from_stage = "talker"}) &&
+            stage.inbox().push(
+                pipeline::IncomingMessage{.request_id = id,
+                                          .kind = pipeline::IncomingKind::stream_done,
+                                          .from_stage = "talker"});
+        if (!pushed) return fail(ErrorCode::internal, "the code2wav stage stopped");
+        return ok_status();
+    };
+    while (started < std::min(count, concurrency)) OMNI_RETURN_IF_ERROR(start_one());
+    std::optional<Error> first_error;
+    while (finished < count) {
+        std::optional<pipeline::OutgoingMessage> message = stage.outbox().pop();
+        if (!message) return fail(ErrorCode::internal, "the code2wav stage stopped");
+        const auto found = index_of.find(message->request_id);
+        if (found == index_of.end()) continue;
+        StreamRecord& record = records[found->second];
+        const Clock::time_point now = Clock::now();
+        if (message->kind == pipeline::OutgoingKind::stream) {
+            if (!record.first_audio) record.first_audio = now;
+            const Value& chunk = message->chunk->chunk;
+            const Value* audio = chunk.find("audio");
+            const Value* rate = chunk.find("sample_rate");
+            if (audio != nullptr && audio->is_tensor() && rate != nullptr && rate->is_int() &&
+                rate->as_int() > 0) {
+                record.audio_seconds += static_cast<double>(audio->as_tensor().numel()) /
+                                        static_cast<double>(rate->as_int());
+            }
+            const Value* rows = message->chunk->metadata.find("batch_rows");
+            if (rows != nullptr && rows->is_int() && rows->as_int() > 0) {
+                record.inverse_rows += 1.0 / static_cast<double>(rows->as_int());
+                ++record.chunks;
+            }
+            continue;
+        }
+        record.end = now;
+        if (message->kind == pipeline::OutgoingKind::error) {
+            record.failed = true;
+            if (!first_error) first_error = message->error;
+        }
+        ++finished;
+        if (started < count) OMNI_RETURN_IF_ERROR(start_one());
+    }
+    if (first_error && std::all_of(records.begin(), records.end(),
+                                   [](const StreamRecord& r) { return r.failed; })) {
+        return fail(*first_error);
+    }
+    return records;
+}
+
+Result<SpeechBenchReport> run_code2wav_only(const SpeechBenchOptions& options,
+                                            const fs::path& work) {
+    OMNI_TRY(std::string model_path, checkpoint_for(options, work));
+    const std::string plugin =
+        options.plugin_path.empty()
+            ? (build_directory() / "lib/libomnirt_qwen3_omni_plugin.so").string()
+            : options.plugin_path;
+    OMNI_RETURN_IF_ERROR(config::load_plugins({plugin}, Registry::global()));
+    OMNI_TRY(pipeline::StageFactory factory, pipeline::find_stage_factory("qwen3_omni.code2wav"));
+    Map args{{"model_path", Value(model_path)},
+             {"dtype", Value(options.dtype)},
+             {"max_batch_streams", Value(std::int64_t{options.max_batch_streams})}};
+    if (options.preset == "real" && options.model_path.empty()) {
+        args.emplace("load_format", Value(std::string("dummy")));
+    }
+    if (options.first_chunk_frames > 0) {
+        args.emplace("first_chunk_frames", Value(std::int64_t{options.first_chunk_frames}));
+    }
+    OMNI_TRY(std::unique_ptr<pipeline::Scheduler> stage,
+             factory(pipeline::StageContext{
+                 .stage_name = "code2wav", .args = std::move(args), .stream_sources = {"talker"}}));
+    OMNI_RETURN_IF_ERROR(stage->start());
+    struct Stop {
+        pipeline::Scheduler& stage;
+        ~Stop() { stage.stop(); }
+    } stop{*stage};
+
+    const auto frames = std::max<std::int64_t>(
+        1, static_cast<std::int64_t>(options.audio_seconds * kSpeechFramesPerSecond + 0.5));
+    std::mt19937_64 rng(7);
+    SpeechBenchReport report{.options = options, .cpu = cpu_model()};
+    if (options.warmup > 0) {
+        OMNI_TRY(auto warm,
+                 run_code2wav_streams(*stage, "warmup-", options.warmup, 1, frames, rng));
+        (void)warm;
+    }
+    for (int concurrency : options.concurrency) {
+        const int count = std::max(options.requests, concurrency);
+        const auto compute_before = stage->compute_time();
+        const Clock::time_point start = Clock::now();
+        OMNI_TRY(std::vector<StreamRecord> records,
+                 run_code2wav_streams(*stage,
+                                      std::to_string(report.levels.size()) + "-c" +
+                                          std::to_string(concurrency) + "-",
+                                      count, concurrency, frames, rng));
+        const double wall = seconds_between(start, Clock::now());
+        SpeechLevel level = summarize(concurrency, records, wall);
+        if (level.audio_seconds > 0) {
+            level.compute_rtf =
+                std::chrono::duration<double>(stage->compute_time() - compute_before).count() /
+                level.audio_seconds;
+        }
+        report.levels.push_back(std::move(level));
+    }
+    return report;
+}
+
+OmniRequest chat_request(int max_tokens, int index) {
+    OmniRequest request;
+    const std::string text = "Say something short about the number " + std::to_string(index) + ".";
+    request.inputs = Value(
+        Map{{"messages",
+             Value(List{Value(Map{{"role", Value("user")},
+                                  {"content", Value(List{Value(Map{{"type", Value("text")},
+                                                                   {"text", Value(text)}})})}})})},
+            {"modalities", Value(List{Value("text"), Value("audio")})}});
+    request.params = Value(Map{{"max_tokens", Value(std::int64_t{max_tokens})},
+                               {"sampling", Value(Map{{"temperature", Value(0.0)}})}});
+    return request;
+}
+
+// Runs `count` chat requests, `concurrency` in flight; records their audio. Ids are
+// prefix + index.
+std::vector<StreamRecord> run_pipeline_requests(runner::Pipeline& pipeline,
+                                                const std::string& prefix, int count,
+                                                int concurrency, int max_tokens,
+                                                std::optional<Error>& first_error) {
+    std::vector<StreamRecord> records(static_cast<std::size_t>(count));
+    std::mutex mutex;
+    std::condition_variable done;
+    int in_flight = 0;
+    int finished = 0;
+    for (int index = 0; index < count; ++index) {
+        {
+            std::unique_lock lock(mutex);
+            done.wait(lock, [&] { return in_flight < concurrency; });
+            ++in_flight;
+            records[static_cast<std::size_t>(index)].start = Clock::now();
+        }
+        StreamRecord* record = &records[static_cast<std::size_t>(index)];
+        auto started = pipeline.coordinator().start_request(
+            prefix + std::to_string(index), chat_request(max_tokens, index), {},
+            [&, record](pipeline::RequestEvent event) {
+                const Clock::time_point now = Clock::now();
+                std::lock_guard lock(mutex);
+                if (!event.terminal()) {
+                    const Value* audio = event.chunk.find("audio");
+                    const Value* rate = event.chunk.find("sample_rate");
+                    if (audio == nullptr || !audio->is_tensor() || rate == nullptr ||
+                        !rate->is_int() || rate->as_int() <= 0) {
+                        return;
+                    }
+                    if (!record->first_audio) record->first_audio = now;
+                    record->audio_seconds += static_cast<double>(audio->as_tensor().numel()) /
+                                             static_cast<double>(rate->as_int());
+                    return;
+                }
+                record->end = now;
+                if (event.kind != pipeline::RequestEvent::Kind::completed) {
+                    record->failed = true;
+                    if (!first_error) first_error = event.error;
+                }
+                ++finished;
+                --in_flight;
+                done.notify_all();
+            });
+        if (!started) {
+            std::lock_guard lock(mutex);
+            record->failed = true;
+            if (!first_error) first_error = started.error();
+            ++finished;
+            --in_flight;
+        }
+    }
+    std::unique_lock lock(mutex);
+    done.wait(lock, [&] { return finished >= count; });
+    return records;
+}
+
+Result<SpeechBenchReport> run_pipeline_mode(const SpeechBenchOptions& options,
+                                            const fs::path& work) {
+    OMNI_RETURN_IF_ERROR(runner::register_builtins());
+    OMNI_TRY(std::string model_path, checkpoint_for(options, work));
+    const std::string config_path =
+        options.config_path.empty()
+            ? (build_directory().parent_path() / "configs/qwen3_omni_speech.yaml").string()
+            : options.config_path;
+    config::LoadOptions load;
+    load.overrides.push_back("model_path=" + model_path);
+    if (options.first_chunk_frames > 0) {
+        load.overrides.push_back("stages.code2wav.factory_args.first_chunk_frames=" +
+                                 std::to_string(options.first_chunk_frames));
+    }
+    OMNI_TRY(config::PipelineConfig config, config::load_pipeline_file(config_path, load));
+    OMNI_TRY(auto pipeline,
+             runner::Pipeline::start(config, {.placement = runner::Placement::in_process}));
+    SpeechBenchReport report{.options = options, .cpu = cpu_model()};
+    std::optional<Error> first_error;
+    if (options.warmup > 0) {
+        (void)run_pipeline_requests(*pipeline, "speech-warmup-", options.warmup, 1,
+                                    options.max_tokens, first_error);
+    }
+    // One recording for every level: the stages write their trace files when the pipeline
+    // stops (profiler control is asynchronous); the levels' request ids tell them apart.
+    const fs::path trace = work / "trace";
+    fs::create_directories(trace);
+    (void)pipeline->coordinator().start_profile((trace / "t.json").string());
+    std::vector<std::set<std::string>> measured;
+    for (int concurrency : options.concurrency) {
+        const int count = std::max(options.requests, concurrency);
+        // Unique per level (a level may repeat a concurrency): ids are never reused.
+        const std::string prefix = "speech-" + std::to_string(report.levels.size()) + "-c" +
+                                   std::to_string(concurrency) + "-";
+        const Clock::time_point start = Clock::now();
+        std::vector<StreamRecord> records = run_pipeline_requests(
+            *pipeline, prefix, count, concurrency, options.max_tokens, first_error);
+        const double wall = seconds_between(start, Clock::now());
+        SpeechLevel level = summarize(concurrency, records, wall);
+        if (level.streams == 0) {
+            pipeline->stop();
+            return fail(first_error.value_or(
+                Error{ErrorCode::internal, "every request of the level failed"}));
+        }
+        measured.emplace_back();
+        for (int i = 0; i < count; ++i) {
+            if (!records[static_cast<std::size_t>(i)].failed) {
+                measured.back().insert(prefix + std::to_string(i));
+            }
+        }
+        report.levels.push_back(std::move(level));
+    }
+    (void)pipeline->coordinator().stop_profile();
+    pipeline->stop();
+    for (std::size_t i = 0; i < report.levels.size(); ++i) {
+        SpeechLevel& level = report.levels[i];
+        for (auto [stage, ms] : stage_compute_ms(trace, measured[i])) {
+            level.stage_ms[stage] = ms / level.streams;
+        }
+    }
+    return report;
+}
+
+}  // namespace
+
+Result<SpeechBenchReport> run_speech_bench(const SpeechBenchOptions& options) {
+    if (options.concurrency.empty() || options.requests < 1 || options.warmup < 0 ||
+        options.max_tokens < 1 || options.first_chunk_frames < 0 || options.audio_seconds <= 0 ||
+        options.audio_seconds > 3600 || options.max_batch_streams < 1 ||
+        options.max_batch_streams > 256) {
+        return fail(ErrorCode::invalid_argument,
+                    "--concurrency needs a value, --requests and --max-tokens must be positive, "
+                    "--warmup and --first-chunk-frames not negative, --audio-seconds in (0, "
+                    "3600], --max-batch-streams in [1, 256]");
+    }
+    for (int concurrency : options.concurrency) {
+        if (concurrency < 1 || concurrency > 4096) {
+            return fail(ErrorCode::invalid_argument, "--concurrency values must be in [1, 4096]");
+        }
+    }
+    if (options.preset != "tiny" && options.preset != "small" && options.preset != "real") {
+        return fail(ErrorCode::invalid_argument,
+                    "--preset must be tiny, small or real, not '" + options.preset + "'");
+    }
+    if (options.preset == "real" && !options.code2wav_only) {
+        return fail(ErrorCode::invalid_argument,
+                    "--preset real (dummy weights at the released sizes) needs --code2wav-only");
+    }
+    const fs::path work =
+        fs::temp_directory_path() / ("omnirt-bench-speech-" + std::to_string(::getpid()));
+    fs::create_directories(work);
+    struct Cleanup {
+        fs::path path;
+        ~Cleanup() {
+            std::error_code ignored;
+            fs::remove_all(path, ignored);
+        }
+    } cleanup{work};
+    return options.code2wav_only ? run_code2wav_only(options, work)
+                                 : run_pipeline_mode(options, work);
+}
+
+std::string format_speech_table(const SpeechBenchReport& report) {
+    const auto& o = report.options;
+    std::string out;
+    char line[512];
+    std::snprintf(line, sizeof line, "speech bench (%s): %s, %s\n",
+                  o.code2wav_only ? "code2wav only" : "pipeline",
+                  o.model_path.empty() ? ("preset " + o.preset).c_str() : o.model_path.c_str(),
+                  report.cpu.c_str());
+    out += line;
+    if (o.code2wav_only) {
+        std::snprintf(line, sizeof line,
+                      "%.1f s of audio per stream, all frames queued at once, %s, "
+                      "max_batch_streams %d\n",
+                      o.audio_seconds, o.dtype.c_str(), o.max_batch_streams);
+    } else {
+        std::snprintf(line, sizeof line, "max_tokens %d\n", o.max_tokens);
+    }
+    out += line;
+    std::snprintf(line, sizeof line, "%5s %7s %6s %10s %10s %8s %8s %8s %8s %9s %8s\n", "conc.",
+                  "streams", "failed", "TTFA p50", "TTFA p99", "RTF p50", "RTF p99", "RTF agg",
+                  "RTF cmp", "frames/s", "rows/fw");
+    out += line;
+    for (const SpeechLevel& level : report.levels) {
+        std::snprintf(line, sizeof line,
+                      "%5d %7d %6d %8.1fms %8.1fms %8.3f %8.3f %8.3f %8.3f %9.1f %8.2f\n",
+                      level.concurrency, level.streams, level.failed, level.ttfa_p50_ms,
+                      level.ttfa_p99_ms, level.rtf_p50, level.rtf_p99, level.rtf_aggregate,
+                      level.compute_rtf, level.frames_per_second, level.rows_per_forward);
+        out += line;
+        if (!level.stage_ms.empty()) {
+            out += "      compute per request (ms):";
+            for (const auto& [stage, ms] : level.stage_ms) {
+                std::snprintf(line, sizeof line, " %s %.2f", stage.c_str(), ms);
+                out += line;
+            }
+            out += "\n";
+        }
+    }
+    return out;
+}
+
+std::string speech_report_json(const SpeechBenchReport& report) {
+    const auto& o = report.options;
+    nlohmann::json levels = nlohmann::json::array();
+    for (const SpeechLevel& level : report.levels) {
+        levels.push_back({{"concurrency", level.concurrency},
+                          {"streams", level.streams},
+                          {"failed", level.failed},
+                          {"ttfa_p50_ms", level.ttfa_p50_ms},
+                          {"ttfa_p99_ms", level.ttfa_p99_ms},
+                          {"rtf_p50", level.rtf_p50},
+                          {"rtf_p99", level.rtf_p99},
+                          {"rtf_aggregate", level.rtf_aggregate},
+                          {"compute_rtf", level.compute_rtf},
+                          {"frames_per_second", level.frames_per_second},
+                          {"audio_seconds", level.audio_seconds},
+                          {"rows_per_forward", level.rows_per_forward},
+                          {"stage_ms", level.stage_ms}});
+    }
+    nlohmann::json json = {{"mode", o.code2wav_only ? "code2wav_only" : "pipeline"},
+                           {"preset", o.preset},
+                           {"model_path", o.model_path},
+                           {"config", o.config_path},
+                           {"requests", o.requests},
+                           {"first_chunk_frames", o.first_chunk_frames},
+                           {"max_tokens", o.max_tokens},
+                           {"audio_seconds", o.audio_seconds},
+                           {"max_batch_streams", o.max_batch_streams},
+                           {"dtype", o.dtype},
+                           {"cpu", report.cpu},
+                           {"levels", levels}};
+    return json.dump(2) + "\n";
+}
+
+}  // namespace omnirt::bench

@@ -1,0 +1,76 @@
+#pragma once
+// `omnirt bench speech`: streaming speech output of Qwen3-Omni, per concurrency level.
+//
+// Two modes:
+//  * code2wav only: the qwen3_omni.code2wav stage itself (the factory from the Qwen3-Omni
+//    plugin, driven through its inbox and outbox, so its batching across streams is measured)
+//    with streams of random codes, `audio_seconds` of audio each (12.5 frames per second, 1920
+//    samples per frame at 24 kHz). Every frame of a stream is queued at once when the stream
+//    starts (the talker faster than real time); streams run in a closed loop, `concurrency` in
+//    flight. Preset "real" is Qwen3-Omni-30B-A3B's config.json with dummy weights
+//    (load_format dummy): the real vocoder sizes.
+//  * pipeline (default): a pipeline config in this process (configs/qwen3_omni_speech.yaml
+//    beside the build unless config_path is set) with chat requests asking for text and audio;
+//    any config whose stages stream client chunks {"audio": f32 [n], "sample_rate": r} works
+//    (configs/demo.yaml with model_path "none" too).
+//
+// Figures per level: time to first audio chunk (p50 / p99), real-time factor per stream (wall
+// time of the stream / seconds of its audio, p50 / p99) and aggregate (wall time of the level /
+// seconds of all audio), frames per second (seconds of audio * 12.5 / wall). Code2wav only also
+// gives the stage's compute time over the audio time and the mean rows per forward; pipeline
+// mode the compute per request of each stage from the profiler's spans.
+//
+// Threads: run_speech_bench blocks the calling thread; it starts the stage or pipeline itself.
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+
+namespace omnirt::bench {
+
+inline constexpr double kSpeechFramesPerSecond = 12.5;
+
+struct SpeechBenchOptions {
+    std::string preset = "tiny";  // tiny | small | real (real: code2wav only)
+    std::string model_path;       // a checkpoint instead of a generated one ("none" for demo)
+    std::string config_path;      // pipeline mode; empty: configs/qwen3_omni_speech.yaml
+    std::vector<int> concurrency = {1};
+    int requests = 8;            // streams per level (at least the level's concurrency)
+    int warmup = 1;              // unmeasured streams before the first level
+    int first_chunk_frames = 0;  // > 0: overrides the code2wav stage's first_chunk_frames
+    bool code2wav_only = false;
+    int max_tokens = 32;            // pipeline mode: params.max_tokens
+    double audio_seconds = 4.0;     // code2wav only: audio per stream
+    int max_batch_streams = 8;      // code2wav only: the stage's max_batch_streams
+    std::string dtype = "float32";  // code2wav only: the stage's dtype
+    std::string plugin_path;  // code2wav only; empty: <build>/lib/libomnirt_qwen3_omni_plugin.so
+};
+
+struct SpeechLevel {
+    int concurrency = 0;
+    int streams = 0;  // measured
+    int failed = 0;
+    double ttfa_p50_ms = 0;
+    double ttfa_p99_ms = 0;
+    double rtf_p50 = 0;  // per stream: wall / audio seconds
+    double rtf_p99 = 0;
+    double rtf_aggregate = 0;  // wall of the level / all audio seconds
+    double compute_rtf = 0;    // code2wav only: stage compute / all audio seconds
+    double frames_per_second = 0;
+    double audio_seconds = 0;     // all measured audio
+    double rows_per_forward = 0;  // code2wav only: mean batch rows of the chunks' forwards
+    std::map<std::string, double> stage_ms;  // pipeline mode: compute ms per request per stage
+};
+
+struct SpeechBenchReport {
+    SpeechBenchOptions options;
+    std::string cpu;  // /proc/cpuinfo "model name"
+    std::vector<SpeechLevel> levels;
+};
+
+[[nodiscard]] Result<SpeechBenchReport> run_speech_bench(const SpeechBenchOptions& options);
+[[nodiscard]] std::string format_speech_table(const SpeechBenchReport& report);
+[[nodiscard]] std::string speech_report_json(const SpeechBenchReport& report);
+
+}  // namespace omnirt::bench

@@ -1,0 +1,103 @@
+// `omnirt bench speech` end to end on small inputs (no performance asserts): the code2wav-only
+// mode on the tiny preset through the real qwen3_omni.code2wav stage (plugin from build/lib),
+// the pipeline mode on configs/demo.yaml (whose talker streams {audio, sample_rate} chunks like
+// the speech pipeline's code2wav), the report formats, and the option errors.
+#include "bench/speech_bench.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "support/command.h"
+
+namespace omnirt::bench {
+namespace {
+
+void expect_level_sane(const SpeechLevel& level, int concurrency, int streams) {
+    EXPECT_EQ(level.concurrency, concurrency);
+    EXPECT_EQ(level.streams, streams);
+    EXPECT_EQ(level.failed, 0);
+    EXPECT_GT(level.audio_seconds, 0);
+    EXPECT_GT(level.ttfa_p50_ms, 0);
+    EXPECT_GE(level.ttfa_p99_ms, level.ttfa_p50_ms);
+    EXPECT_GT(level.rtf_p50, 0);
+    EXPECT_GE(level.rtf_p99, level.rtf_p50);
+    EXPECT_GT(level.rtf_aggregate, 0);
+    EXPECT_GT(level.frames_per_second, 0);
+}
+
+TEST(SpeechBench, Code2WavOnlyTinyPreset) {
+    SpeechBenchOptions options{.preset = "tiny",
+                               .concurrency = {1, 2, 2},  // a repeated level too
+                               .requests = 2,
+                               .warmup = 1,
+                               .first_chunk_frames = 4,
+                               .code2wav_only = true,
+                               .audio_seconds = 2.0};
+    auto report = run_speech_bench(options);
+    ASSERT_TRUE(report.has_value()) << report.error().to_string();
+    ASSERT_EQ(report->levels.size(), 3u);
+    expect_level_sane(report->levels[0], 1, 2);
+    expect_level_sane(report->levels[1], 2, 2);
+    expect_level_sane(report->levels[2], 2, 2);
+    for (const SpeechLevel& level : report->levels) {
+        EXPECT_GT(level.compute_rtf, 0);
+        EXPECT_GE(level.rows_per_forward, 1.0);
+        EXPECT_LE(level.rows_per_forward, 2.0);
+    }
+    // The same streams at both levels: the same audio.
+    EXPECT_DOUBLE_EQ(report->levels[0].audio_seconds, report->levels[1].audio_seconds);
+    EXPECT_NE(format_speech_table(*report).find("code2wav only"), std::string::npos);
+    const auto json = nlohmann::json::parse(speech_report_json(*report));
+    EXPECT_EQ(json["mode"], "code2wav_only");
+    ASSERT_EQ(json["levels"].size(), 3u);
+    EXPECT_EQ(json["levels"][1]["concurrency"], 2);
+}
+
+TEST(SpeechBench, PipelineModeOnTheDemoConfig) {
+    SpeechBenchOptions options{.model_path = "none",
+                               .config_path = testing::source_path("configs/demo.yaml"),
+                               .concurrency = {1, 2},
+                               .requests = 2,
+                               .max_tokens = 8};
+    auto report = run_speech_bench(options);
+    ASSERT_TRUE(report.has_value()) << report.error().to_string();
+    ASSERT_EQ(report->levels.size(), 2u);
+    expect_level_sane(report->levels[0], 1, 2);
+    expect_level_sane(report->levels[1], 2, 2);
+    EXPECT_FALSE(report->levels[0].stage_ms.empty());
+    EXPECT_NE(format_speech_table(*report).find("pipeline"), std::string::npos);
+    EXPECT_EQ(nlohmann::json::parse(speech_report_json(*report))["mode"], "pipeline");
+}
+
+TEST(SpeechBench, OptionErrors) {
+    auto expect_error = [](SpeechBenchOptions options, ErrorCode code, const std::string& needle) {
+        auto report = run_speech_bench(options);
+        ASSERT_FALSE(report.has_value()) << needle;
+        EXPECT_EQ(report.error().code, code) << report.error().message;
+        EXPECT_NE(report.error().message.find(needle), std::string::npos) << report.error().message;
+    };
+    expect_error({.preset = "real"}, ErrorCode::invalid_argument, "needs --code2wav-only");
+    expect_error({.preset = "huge"}, ErrorCode::invalid_argument, "--preset");
+    expect_error({.concurrency = {}}, ErrorCode::invalid_argument, "--concurrency");
+    expect_error({.concurrency = {1, 0}}, ErrorCode::invalid_argument, "--concurrency");
+    expect_error({.requests = 0}, ErrorCode::invalid_argument, "--requests");
+    expect_error({.code2wav_only = true, .audio_seconds = 0}, ErrorCode::invalid_argument,
+                 "--audio-seconds");
+    expect_error({.code2wav_only = true, .max_batch_streams = 0}, ErrorCode::invalid_argument,
+                 "--max-batch-streams");
+    // A plugin that does not exist, a config that does not exist.
+    SpeechBenchOptions no_plugin{.code2wav_only = true, .plugin_path = "/nonexistent/plugin.so"};
+    auto report = run_speech_bench(no_plugin);
+    ASSERT_FALSE(report.has_value());
+    EXPECT_NE(report.error().message.find("/nonexistent/plugin.so"), std::string::npos)
+        << report.error().message;
+    SpeechBenchOptions no_config{.model_path = "none", .config_path = "/nonexistent/c.yaml"};
+    report = run_speech_bench(no_config);
+    ASSERT_FALSE(report.has_value());
+    EXPECT_NE(report.error().message.find("/nonexistent/c.yaml"), std::string::npos)
+        << report.error().message;
+}
+
+}  // namespace
+}  // namespace omnirt::bench
