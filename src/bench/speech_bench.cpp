@@ -259,7 +259,7 @@ Result<SpeechBenchReport> run_code2wav_only(const SpeechBenchOptions& options,
     return report;
 }
 
-OmniRequest chat_request(int max_tokens, int index) {
+OmniRequest chat_request(int max_tokens, int max_frames, int index) {
     OmniRequest request;
     const std::string text = "Say something short about the number " + std::to_string(index) + ".";
     request.inputs = Value(
@@ -268,8 +268,11 @@ OmniRequest chat_request(int max_tokens, int index) {
                                   {"content", Value(List{Value(Map{{"type", Value("text")},
                                                                    {"text", Value(text)}})})}})})},
             {"modalities", Value(List{Value("text"), Value("audio")})}});
-    request.params = Value(Map{{"max_tokens", Value(std::int64_t{max_tokens})},
-                               {"sampling", Value(Map{{"temperature", Value(0.0)}})}});
+    Map talker{{"max_tokens", Value(std::int64_t{max_frames})}};
+    request.params =
+        Value(Map{{"max_tokens", Value(std::int64_t{max_tokens})},
+                  {"sampling", Value(Map{{"temperature", Value(0.0)}})},
+                  {"stage_sampling", Value(Map{{"talker", Value(std::move(talker))}})}});
     return request;
 }
 
@@ -277,7 +280,7 @@ OmniRequest chat_request(int max_tokens, int index) {
 // prefix + index.
 std::vector<StreamRecord> run_pipeline_requests(runner::Pipeline& pipeline,
                                                 const std::string& prefix, int count,
-                                                int concurrency, int max_tokens,
+                                                int concurrency, int max_tokens, int max_frames,
                                                 std::optional<Error>& first_error) {
     std::vector<StreamRecord> records(static_cast<std::size_t>(count));
     std::mutex mutex;
@@ -293,7 +296,7 @@ std::vector<StreamRecord> run_pipeline_requests(runner::Pipeline& pipeline,
         }
         StreamRecord* record = &records[static_cast<std::size_t>(index)];
         auto started = pipeline.coordinator().start_request(
-            prefix + std::to_string(index), chat_request(max_tokens, index), {},
+            prefix + std::to_string(index), chat_request(max_tokens, max_frames, index), {},
             [&, record](pipeline::RequestEvent event) {
                 const Clock::time_point now = Clock::now();
                 std::lock_guard lock(mutex);
@@ -352,7 +355,7 @@ Result<SpeechBenchReport> run_pipeline_mode(const SpeechBenchOptions& options,
     std::optional<Error> first_error;
     if (options.warmup > 0) {
         (void)run_pipeline_requests(*pipeline, "speech-warmup-", options.warmup, 1,
-                                    options.max_tokens, first_error);
+                                    options.max_tokens, options.max_frames, first_error);
     }
     // One recording for every level: the stages write their trace files when the pipeline
     // stops (profiler control is asynchronous); the levels' request ids tell them apart.
@@ -366,8 +369,9 @@ Result<SpeechBenchReport> run_pipeline_mode(const SpeechBenchOptions& options,
         const std::string prefix = "speech-" + std::to_string(report.levels.size()) + "-c" +
                                    std::to_string(concurrency) + "-";
         const Clock::time_point start = Clock::now();
-        std::vector<StreamRecord> records = run_pipeline_requests(
-            *pipeline, prefix, count, concurrency, options.max_tokens, first_error);
+        std::vector<StreamRecord> records =
+            run_pipeline_requests(*pipeline, prefix, count, concurrency, options.max_tokens,
+                                  options.max_frames, first_error);
         const double wall = seconds_between(start, Clock::now());
         SpeechLevel level = summarize(concurrency, records, wall);
         if (level.streams == 0) {
@@ -398,9 +402,9 @@ Result<SpeechBenchReport> run_pipeline_mode(const SpeechBenchOptions& options,
 
 Result<SpeechBenchReport> run_speech_bench(const SpeechBenchOptions& options) {
     if (options.concurrency.empty() || options.requests < 1 || options.warmup < 0 ||
-        options.max_tokens < 1 || options.first_chunk_frames < 0 || options.audio_seconds <= 0 ||
-        options.audio_seconds > 3600 || options.max_batch_streams < 1 ||
-        options.max_batch_streams > 256) {
+        options.max_tokens < 1 || options.max_frames < 1 || options.first_chunk_frames < 0 ||
+        options.audio_seconds <= 0 || options.audio_seconds > 3600 ||
+        options.max_batch_streams < 1 || options.max_batch_streams > 256) {
         return fail(ErrorCode::invalid_argument,
                     "--concurrency needs a value, --requests and --max-tokens must be positive, "
                     "--warmup and --first-chunk-frames not negative, --audio-seconds in (0, "

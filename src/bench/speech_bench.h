@@ -40,7 +40,10 @@ struct SpeechBenchOptions {
     int warmup = 1;              // unmeasured streams before the first level
     int first_chunk_frames = 0;  // > 0: overrides the code2wav stage's first_chunk_frames
     bool code2wav_only = false;
-    int max_tokens = 32;            // pipeline mode: params.max_tokens
+    int max_tokens = 32;  // pipeline mode: params.max_tokens
+    // Pipeline mode: params.stage_sampling.talker.max_tokens, the talker's frames at most (a
+    // random-weight talker rarely says its EOS); 50 frames are 4 s of audio.
+    int max_frames = 50;
     double audio_seconds = 4.0;     // code2wav only: audio per stream
     int max_batch_streams = 8;      // code2wav only: the stage's max_batch_streams
     std::string dtype = "float32";  // code2wav only: the stage's dtype

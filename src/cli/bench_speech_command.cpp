@@ -34,6 +34,9 @@ void add_bench_speech_command(CLI::App& bench, int& exit_code) {
     command->add_option(
         "--first-chunk-frames", options->first_chunk_frames,
         "Overrides the code2wav stage's first_chunk_frames (default: the config's)");
+    command->add_option("--max-frames", options->max_frames,
+                        "Pipeline mode: the talker's frames per request at most "
+                        "(stage_sampling.talker.max_tokens; default 50 = 4 s)");
     command->add_option("--max-tokens", options->max_tokens,
                         "Pipeline mode: max_tokens of each chat request (default 32)");
     command->add_flag("--code2wav-only", options->code2wav_only,
