@@ -1,6 +1,7 @@
-// What `omnirt serve` runs without arguments (and `make serve`): the three-stage Qwen3 chat
-// pipeline (preprocess -> thinker -> decode) on the generated tiny checkpoint (random weights,
-// the real tensor names), the thinker from the Qwen3 plugin on the AR engine. Talked to with the
+// What `omnirt serve --model-path DIR` runs for a Qwen3 checkpoint (the family is detected from
+// its config.json): the three-stage Qwen3 chat pipeline (preprocess -> thinker -> decode) on a
+// generated tiny checkpoint (random weights, the real tensor names), the thinker from the Qwen3
+// plugin on the AR engine. Talked to with the
 // openai client (chat and completions) and fetch (/tokenize, /detokenize, /health).
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
@@ -10,7 +11,7 @@ import path from 'node:path';
 import { after, before, test } from 'node:test';
 
 import { omnirtBinary, startServer } from './server.mjs';
-import { kRequestTimeoutMs, openaiClient } from './helpers.mjs';
+import { kRequestTimeoutMs, openaiClient, runProcess } from './helpers.mjs';
 
 const kModel = 'qwen3-chat';
 const plugin = process.env.OMNIRT_QWEN3_PLUGIN ||
@@ -21,9 +22,11 @@ let server;
 let client;
 
 before(async () => {
-    // A private cache: the server generates the tiny checkpoint there on first use.
     cacheDir = await mkdtemp(path.join(os.tmpdir(), 'omnirt-e2e-qwen3-'));
-    server = await startServer({ pipeline: 'default', env: { OMNIRT_CACHE_DIR: cacheDir } });
+    const made = await runProcess(omnirtBinary(), ['make-checkpoint', '--arch', 'qwen3', '--preset',
+                                                   'tiny', '--quiet', '--out', cacheDir]);
+    assert.equal(made.code, 0, made.stderr);
+    server = await startServer({ pipeline: 'default', args: ['--model-path', cacheDir] });
     client = openaiClient(server);
 });
 
@@ -71,9 +74,9 @@ async function collectChat(stream) {
     return out;
 }
 
-test('the default pipeline: the plugin next to the binary, the tiny checkpoint in the cache', async () => {
+test('the family pipeline: the plugin next to the binary, the checkpoint given', async () => {
     assert.ok(existsSync(plugin), `missing ${plugin}`);
-    assert.ok(existsSync(path.join(cacheDir, 'qwen3-tiny-v1', 'model.safetensors')));
+    assert.ok(existsSync(path.join(cacheDir, 'model.safetensors')));
     const models = await client.models.list();
     assert.deepEqual(models.data.map((m) => m.id), [kModel]);
     const health = await fetch(`${server.origin}/health`).then((r) => r.json());

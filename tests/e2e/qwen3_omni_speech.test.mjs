@@ -1,19 +1,21 @@
-// Qwen3-Omni with speech out through `omnirt serve --config configs/qwen3_omni_speech.yaml` on a
-// generated tiny checkpoint (random weights, the real layout): chat completions with
+// Qwen3-Omni with speech out through `omnirt serve` without arguments (what `make serve` runs: the
+// speech pipeline, configs/qwen3_omni_speech.yaml, on the tiny checkpoint it generates into its
+// cache; random weights, the real layout): chat completions with
 // modalities ["text", "audio"] through the openai client answer with text and a playable audio
 // file, stream and not. Random weights rarely say the codec's EOS, so each request caps the
 // talker's frames (stage_sampling.talker.max_tokens) and asks for greedy decoding everywhere;
 // the audio then has an exact length: the code2wav stage decodes chunks of 10, then 25 new
 // frames, each call 1920 samples per frame minus 555 (docs/models/qwen3_omni.md).
 import assert from 'node:assert/strict';
+import { existsSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 
-import { omnirtBinary, startServer } from './server.mjs';
+import { startServer } from './server.mjs';
 import {
-    decodeBase64, expectApiError, kSampleRate, openaiClient, parseWav, pcm16Samples, runProcess,
+    decodeBase64, expectApiError, kSampleRate, openaiClient, parseWav, pcm16Samples,
 } from './helpers.mjs';
 
 const kModel = 'qwen3-omni-speech';
@@ -32,15 +34,22 @@ let server;
 let client;
 
 before(async () => {
+    // A private cache: the server generates the tiny checkpoint there on first use.
     dir = await mkdtemp(path.join(os.tmpdir(), 'omnirt-e2e-speech-'));
-    const made = await runProcess(omnirtBinary(), ['make-checkpoint', '--arch', 'qwen3_omni',
-                                                   '--preset', 'tiny', '--quiet', '--out', dir]);
-    assert.equal(made.code, 0, made.stderr);
     server = await startServer({
-        args: ['--config', 'configs/qwen3_omni_speech.yaml', '--model-path', dir],
-        startTimeoutMs: 120_000,
+        pipeline: 'default', env: { OMNIRT_CACHE_DIR: dir }, startTimeoutMs: 120_000,
     });
     client = openaiClient(server);
+});
+
+test('the default pipeline: the speech stages, the tiny checkpoint in the cache', async () => {
+    assert.ok(existsSync(path.join(dir, 'qwen3-omni-tiny-v1', 'config.json')));
+    const models = await client.models.list();
+    assert.deepEqual(models.data.map((m) => m.id), [kModel]);
+    const health = await fetch(`${server.origin}/health`).then((r) => r.json());
+    assert.deepEqual(health.stages.map((s) => s.name).sort(),
+                     ['audio_encoder', 'code2wav', 'decode', 'image_encoder', 'mm_aggregate',
+                      'preprocessing', 'talker', 'thinker']);
 });
 
 after(async () => {

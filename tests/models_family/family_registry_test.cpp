@@ -137,16 +137,14 @@ TEST(FamilyRegistry, ACheckpointOfNoKnownFamilyOrABadConfigIsAClearError) {
     EXPECT_THAT(unknown.error().message, HasSubstr("known: alpha (alpha, alpha_moe), beta"));
 }
 
-TEST(BuiltinFamilies, Qwen3IsRegisteredAndServedByDefault) {
+TEST(BuiltinFamilies, Qwen3IsRegistered) {
     const FamilyRegistry& families = builtin_families();
     auto qwen3 = families.find("qwen3");
     ASSERT_TRUE(qwen3.has_value()) << qwen3.error().to_string();
     auto moe = families.find("qwen3_moe");
     ASSERT_TRUE(moe.has_value());
     EXPECT_EQ(*moe, *qwen3);
-    auto fallback = families.default_family();
-    ASSERT_TRUE(fallback.has_value());
-    EXPECT_EQ(*fallback, *qwen3);
+    EXPECT_FALSE((*qwen3)->serve_by_default);
     const ModelFamily& family = **qwen3;
     EXPECT_THAT(family.presets, testing::ElementsAre("tiny", "0.6b"));
     EXPECT_EQ(family.ar_stage_factory, "qwen3.thinker");
@@ -155,6 +153,24 @@ TEST(BuiltinFamilies, Qwen3IsRegisteredAndServedByDefault) {
     ASSERT_TRUE(family.make_checkpoint && family.render_chat && family.register_stages);
     EXPECT_TRUE(family.register_stages().has_value());
     EXPECT_TRUE(register_family_stages().has_value());
+}
+
+// The omni model is what `omnirt serve` runs without arguments: its speech pipeline on the
+// generated tiny checkpoint, its stages from its plugin.
+TEST(BuiltinFamilies, QwenOmniIsServedByDefault) {
+    const FamilyRegistry& families = builtin_families();
+    auto fallback = families.default_family();
+    ASSERT_TRUE(fallback.has_value()) << fallback.error().to_string();
+    const ModelFamily& family = **fallback;
+    EXPECT_EQ(family.name, "qwen3_omni");
+    EXPECT_NE(family.serve.pipeline_yaml.find("qwen3_omni.talker"), std::string_view::npos);
+    EXPECT_EQ(family.serve.plugin_file, "libomnirt_qwen3_omni_plugin.so");
+    EXPECT_EQ(family.serve.default_preset, "tiny");
+    ASSERT_TRUE(family.voices);
+    auto config = family.preset_config("tiny", "float32");
+    ASSERT_TRUE(config.has_value());
+    EXPECT_THAT(family.voices(*config), testing::ElementsAre("aiden", "chelsie", "ethan"));
+    EXPECT_TRUE(family.voices(nlohmann::json::object()).empty());
 }
 
 TEST(BuiltinFamilies, Qwen3PresetConfigsAreDetectedAndSized) {

@@ -90,7 +90,7 @@ Status register_family(FamilyRegistry& registry) {
                      "qwen3_vl_moe_text"},
         .architectures = {"Qwen3ForCausalLM", "Qwen3MoeForCausalLM"},
         .presets = qwen3_preset_names(),
-        .serve_by_default = true,
+        .serve_by_default = false,
         .make_checkpoint = make,
         .preset_config = preset_config,
         .decode_footprint = text_decode_footprint,

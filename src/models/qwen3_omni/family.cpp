@@ -70,7 +70,7 @@ Status register_family(FamilyRegistry& registry) {
                                     .arch_ids = {std::string(kModelType)},
                                     .architectures = {std::string(kArchitecture)},
                                     .presets = omni_preset_names(),
-                                    .serve_by_default = false,
+                                    .serve_by_default = true,
                                     .make_checkpoint = make,
                                     .preset_config = preset_config,
                                     .decode_footprint = decode_footprint,
@@ -78,7 +78,11 @@ Status register_family(FamilyRegistry& registry) {
                                     .voices = voices,
                                     .register_stages = [] { return register_omni_stages(); },
                                     .ar_stage_factory = {},
-                                    .serve = {}});
+                                    .serve = {.pipeline_yaml = speech_pipeline_yaml(),
+                                              .plugin_file = "libomnirt_qwen3_omni_plugin.so",
+                                              .plugin_env = "OMNIRT_QWEN3_OMNI_PLUGIN",
+                                              .default_checkpoint_name = "qwen3-omni-tiny-v1",
+                                              .default_preset = "tiny"}});
 }
 
 }  // namespace omnirt::models::qwen3_omni
