@@ -15,7 +15,8 @@ import { after, before, test } from 'node:test';
 
 import { startServer } from './server.mjs';
 import {
-    decodeBase64, expectApiError, kSampleRate, openaiClient, parseWav, pcm16Samples,
+    decodeBase64, drainAborted, expectApiError, fetchMetrics, findSamples, kSampleRate,
+    openaiClient, parseWav, pcm16Samples, pollUntil,
 } from './helpers.mjs';
 
 const kModel = 'qwen3-omni-speech';
@@ -107,4 +108,57 @@ test('text only: no audio and no talker', async () => {
 test('an unknown voice is a 400 naming the voices', async () => {
     const error = await expectApiError(() => speak({ voice: 'nobody', format: 'wav' }), 400);
     assert.match(error.message, /unknown voice 'nobody'.*ethan/);
+});
+
+// Per stage, the requests it holds; and the pipeline's live and aborted counts.
+async function pipelineState() {
+    const samples = await fetchMetrics(server);
+    const active = {};
+    for (const sample of findSamples(samples, 'omnirt_stage_active_requests')) {
+        active[sample.labels.stage] = sample.value;
+    }
+    const count = (name, labels) => findSamples(samples, name, labels)[0]?.value ?? 0;
+    return {
+        active,
+        aborted: count('omnirt_pipeline_requests_total', { state: 'aborted' }),
+        live: count('omnirt_pipeline_live_requests', { state: 'running' }) +
+              count('omnirt_pipeline_live_requests', { state: 'pending' }),
+    };
+}
+
+async function waitUntilIdle() {
+    return pollUntil(async () => {
+        const state = await pipelineState();
+        const idle = Object.values(state.active).every((n) => n === 0) && state.live === 0;
+        return idle ? state : false;
+    }, { timeoutMs: 60_000, what: 'every stage idle (omnirt_stage_active_requests 0)' });
+}
+
+// A client that leaves mid-speech aborts the request in the thinker, the talker (its KV blocks)
+// and code2wav (its stream state): every stage lets go, and the server answers the next request.
+test('a disconnect mid-speech frees every stage', async () => {
+    const before = await waitUntilIdle();
+    const stream = await speak({ voice: 'ethan', format: 'pcm16' }, {
+        stream: true, stage_sampling: { talker: { temperature: 0, max_tokens: 4000 } },
+    });
+    const iterator = stream[Symbol.asyncIterator]();
+    try {
+        for (;;) {
+            const { value, done } = await iterator.next();
+            assert.equal(done, false, 'the stream ended before its first audio');
+            const data = value.choices[0]?.delta?.audio?.data;
+            if (data && decodeBase64(data).length > 0) break;
+        }
+        const holding = await pipelineState();
+        assert.ok(holding.active.talker >= 1 || holding.active.code2wav >= 1,
+                  `the talker or code2wav holds the request: ${JSON.stringify(holding.active)}`);
+    } finally {
+        stream.controller.abort();  // the client goes away
+    }
+    await drainAborted(iterator);
+    const after = await waitUntilIdle();
+    assert.ok(after.aborted >= before.aborted + 1,
+              `the coordinator counted the abort (${before.aborted} -> ${after.aborted})`);
+    const again = await speak({ voice: 'ethan', format: 'wav' });
+    assert.ok(again.choices[0].message.audio, 'the next request is answered');
 });
