@@ -1,4 +1,5 @@
 #include "models/qwen3_omni/code2wav_stage.h"
+#include "models/qwen3_omni/omni_lookup.h"
 
 #include <ATen/Parallel.h>
 #include <ATen/ops/from_blob.h>
@@ -14,11 +15,9 @@
 #include <utility>
 
 #include "checkpoint/checkpoint.h"
-#include "checkpoint/dummy.h"
 #include "checkpoint/tensor_check.h"
 #include "models/qwen3_omni/code2wav.h"
 #include "models/qwen3_omni/omni_config.h"
-#include "models/qwen3_omni/omni_weights.h"
 #include "pipeline/stage_args.h"
 #include "pipeline/streaming_scheduler.h"
 #include "torch_bridge/threads.h"
@@ -284,39 +283,12 @@ Result<std::shared_ptr<const Code2Wav>> load_model(const pipeline::StageContext&
     OMNI_TRY(std::string load_format, pipeline::string_arg(context, "load_format", "auto"));
     OMNI_TRY(std::int64_t dummy_seed,
              pipeline::int_arg_in(context, who, "dummy_seed", 0, 0, INT64_MAX));
-    WeightLookup lookup;
-    std::unique_ptr<checkpoint::Checkpoint> checkpoint;
-    if (load_format == "dummy") {
-        auto json = checkpoint::read_json_file(directory / checkpoint::kConfigFile);
-        if (!json) return fail(json.error().with_context(who));
-        config = std::move(*json);
-        auto parsed = parse_omni_config(config);
-        if (!parsed) return fail(parsed.error().with_context(who));
-        auto specs = omni_tensor_specs(*parsed, dtype == at::kBFloat16 ? DType::bf16 : DType::f32);
-        if (!specs) return fail(specs.error().with_context(who));
-        auto by_name =
-            std::make_shared<std::map<std::string, checkpoint::TensorSpec, std::less<>>>();
-        for (checkpoint::TensorSpec& spec : *specs) by_name->emplace(spec.name, std::move(spec));
-        lookup = [by_name,
-                  init = checkpoint::DummyInit{.seed = static_cast<std::uint64_t>(dummy_seed)}](
-                     const std::string& name) -> Result<Tensor> {
-            auto spec = by_name->find(name);
-            if (spec == by_name->end()) {
-                return fail(ErrorCode::not_found,
-                            "'" + name + "' is not a tensor of this config (dummy weights)");
-            }
-            return checkpoint::dummy_tensor(spec->second, init);
-        };
-    } else if (load_format == "auto" || load_format == "safetensors") {
-        auto opened = checkpoint::Checkpoint::open(directory);
-        if (!opened) return fail(opened.error().with_context(who));
-        checkpoint = std::move(*opened);
-        config = checkpoint->config();
-        lookup = [raw = checkpoint.get()](const std::string& name) { return raw->tensor(name); };
-    } else {
-        return fail(invalid(who + ": arg 'load_format' must be auto, safetensors or dummy, got '" +
-                            load_format + "'"));
-    }
+    auto weights =
+        open_omni_weights(directory, load_format, dtype == at::kBFloat16 ? DType::bf16 : DType::f32,
+                          static_cast<std::uint64_t>(dummy_seed));
+    if (!weights) return fail(weights.error().with_context(who));
+    config = weights->config;
+    const WeightLookup lookup = weights->lookup;
     auto wav_config = code2wav_config_of(config);
     if (!wav_config) return fail(wav_config.error().with_context(who));
     // The weights are copied into the model's own tensors; the checkpoint may close afterwards.

@@ -1,4 +1,5 @@
 #include "models/qwen3_omni/encoder_stages.h"
+#include "models/qwen3_omni/omni_lookup.h"
 
 #include <ATen/ops/cat.h>
 
@@ -11,10 +12,8 @@
 #include <vector>
 
 #include "checkpoint/checkpoint.h"
-#include "checkpoint/dummy.h"
 #include "checkpoint/tensor_check.h"
 #include "models/qwen3_omni/audio_encoder.h"
-#include "models/qwen3_omni/omni_weights.h"
 #include "models/qwen3_omni/vision_encoder.h"
 #include "pipeline/simple_scheduler.h"
 #include "pipeline/stage_args.h"
@@ -185,12 +184,8 @@ class AudioItems final : public ItemEncoder {
 
 // The arguments both stages take.
 struct StageArgs {
-    std::string who;        // "qwen3_omni.image_encoder stage 'image_encoder'"
-    nlohmann::json config;  // config.json
-    std::unique_ptr<checkpoint::Checkpoint> checkpoint;  // load_format auto
-    // load_format dummy: every tensor of the config, generated on request.
-    std::shared_ptr<std::map<std::string, checkpoint::TensorSpec, std::less<>>> dummy_specs;
-    checkpoint::DummyInit dummy_init;
+    std::string who;      // "qwen3_omni.image_encoder stage 'image_encoder'"
+    OmniWeights weights;  // config.json and the tensors (checkpoint or dummy)
     at::ScalarType dtype = at::kFloat;
     std::int64_t max_batch_size = 8;
     std::int64_t max_batch_wait_us = 2000;
@@ -226,34 +221,11 @@ Result<StageArgs> read_stage_args(const pipeline::StageContext& context, std::st
     OMNI_TRY(std::int64_t dummy_seed,
              pipeline::int_arg_in(context, who, "dummy_seed", 0, 0, INT64_MAX));
     torch_bridge::set_intra_op_threads(num_threads);
-    const std::filesystem::path directory(model_path);
-    if (load_format == "dummy") {
-        // Only config.json is read: weights at the config's real sizes, seeded (checkpoint/
-        // dummy.h), for benchmarks at real shapes without the checkpoint.
-        auto json = checkpoint::read_json_file(directory / checkpoint::kConfigFile);
-        if (!json) return fail(json.error().with_context(who));
-        auto parsed = parse_omni_config(*json);
-        if (!parsed) return fail(parsed.error().with_context(who));
-        auto specs =
-            omni_tensor_specs(*parsed, args.dtype == at::kBFloat16 ? DType::bf16 : DType::f32);
-        if (!specs) return fail(specs.error().with_context(who));
-        args.dummy_specs =
-            std::make_shared<std::map<std::string, checkpoint::TensorSpec, std::less<>>>();
-        for (checkpoint::TensorSpec& spec : *specs) {
-            args.dummy_specs->emplace(spec.name, std::move(spec));
-        }
-        args.dummy_init = {.seed = static_cast<std::uint64_t>(dummy_seed)};
-        args.config = std::move(*json);
-        return args;
-    }
-    if (load_format != "auto" && load_format != "safetensors") {
-        return fail(invalid(who + ": arg 'load_format' must be auto, safetensors or dummy, got '" +
-                            load_format + "'"));
-    }
-    auto checkpoint = checkpoint::Checkpoint::open(directory);
-    if (!checkpoint) return fail(checkpoint.error().with_context(who));
-    args.checkpoint = std::move(*checkpoint);
-    args.config = args.checkpoint->config();
+    auto weights = open_omni_weights(std::filesystem::path(model_path), load_format,
+                                     args.dtype == at::kBFloat16 ? DType::bf16 : DType::f32,
+                                     static_cast<std::uint64_t>(dummy_seed));
+    if (!weights) return fail(weights.error().with_context(who));
+    args.weights = std::move(*weights);
     return args;
 }
 
@@ -277,23 +249,6 @@ Result<std::unique_ptr<pipeline::Scheduler>> make_stage(const pipeline::StageCon
     return std::unique_ptr<pipeline::Scheduler>(std::move(scheduler));
 }
 
-// The checkpoint's tensors, or generated ones (load_format dummy).
-WeightLookup lookup_of(const StageArgs& args) {
-    if (args.dummy_specs) {
-        return [specs = args.dummy_specs,
-                init = args.dummy_init](const std::string& name) -> Result<Tensor> {
-            auto spec = specs->find(name);
-            if (spec == specs->end()) {
-                return fail(ErrorCode::not_found,
-                            "'" + name + "' is not a tensor of this config (dummy weights)");
-            }
-            return checkpoint::dummy_tensor(spec->second, init);
-        };
-    }
-    const checkpoint::Checkpoint* checkpoint = args.checkpoint.get();
-    return [checkpoint](const std::string& name) { return checkpoint->tensor(name); };
-}
-
 }  // namespace
 
 Result<std::unique_ptr<pipeline::Scheduler>> make_image_encoder_stage(
@@ -301,9 +256,9 @@ Result<std::unique_ptr<pipeline::Scheduler>> make_image_encoder_stage(
     OMNI_TRY(StageArgs args, read_stage_args(context, kImageFactory));
     OMNI_TRY(std::int64_t max_rows,
              pipeline::int_arg_in(context, args.who, "max_rows_per_item", 65536, 1, 1ll << 30));
-    auto config = vision_encoder_config_of(args.config);
+    auto config = vision_encoder_config_of(args.weights.config);
     if (!config) return fail(config.error().with_context(args.who));
-    auto encoder = VisionEncoder::load(*config, lookup_of(args), {.dtype = args.dtype});
+    auto encoder = VisionEncoder::load(*config, args.weights.lookup, {.dtype = args.dtype});
     if (!encoder) return fail(encoder.error().with_context(args.who));
     return make_stage(context, args, std::make_unique<ImageItems>(std::move(*encoder), max_rows),
                       std::move(hooks));
@@ -314,9 +269,9 @@ Result<std::unique_ptr<pipeline::Scheduler>> make_audio_encoder_stage(
     OMNI_TRY(StageArgs args, read_stage_args(context, kAudioFactory));
     OMNI_TRY(std::int64_t max_frames,
              pipeline::int_arg_in(context, args.who, "max_frames_per_item", 180000, 1, 1ll << 30));
-    auto config = audio_encoder_config_of(args.config);
+    auto config = audio_encoder_config_of(args.weights.config);
     if (!config) return fail(config.error().with_context(args.who));
-    auto encoder = AudioEncoder::load(*config, lookup_of(args), {.dtype = args.dtype});
+    auto encoder = AudioEncoder::load(*config, args.weights.lookup, {.dtype = args.dtype});
     if (!encoder) return fail(encoder.error().with_context(args.who));
     return make_stage(context, args, std::make_unique<AudioItems>(std::move(*encoder), max_frames),
                       std::move(hooks));
