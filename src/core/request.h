@@ -2,6 +2,7 @@
 // The request and payload objects that flow through a pipeline.
 #include <string>
 
+#include "core/error.h"
 #include "core/value.h"
 
 namespace omnirt {
@@ -22,5 +23,10 @@ struct StagePayload {
     Value data;  // stage output / next stage input
     friend bool operator==(const StagePayload&, const StagePayload&) = default;
 };
+
+// Whether a request wants audio out, by the OmniRequest layout (docs/serve_openai.md): the speech
+// API (metadata.api "audio.speech"), or a chat whose inputs.modalities holds "audio".
+// invalid_argument when inputs.modalities is not a list of strings.
+[[nodiscard]] Result<bool> wants_audio_output(const OmniRequest& request);
 
 }  // namespace omnirt

@@ -40,18 +40,9 @@ Result<StagePayload> project_to_talker(const std::string&, const StagePayload& o
 }  // namespace
 
 Result<bool> omni_wants_audio(const OmniRequest& request) {
-    if (is_speech(request)) return true;
-    const Value* modalities = request.inputs.find("modalities");
-    if (modalities == nullptr || modalities->is_null()) return false;
-    const List* list = modalities->if_list();
-    if (list == nullptr) return fail(invalid("inputs.modalities must be a list of strings"));
-    bool audio = false;
-    for (const Value& item : *list) {
-        const std::string* name = item.if_string();
-        if (name == nullptr) return fail(invalid("inputs.modalities must be a list of strings"));
-        audio = audio || *name == "audio";
-    }
-    return audio;
+    auto audio = wants_audio_output(request);
+    if (!audio) return fail(invalid(audio.error().message));
+    return *audio;
 }
 
 Result<std::string> omni_requested_voice(const OmniRequest& request) {
