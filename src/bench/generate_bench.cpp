@@ -317,6 +317,26 @@ Result<std::vector<int>> parse_batches(const std::string& text) {
     return out;
 }
 
+namespace {
+
+// Without --arch: the default family when it has a generation bench (an AR stage, a decode
+// footprint, presets), else the first registered family that has one.
+Result<const models::ModelFamily*> default_generation_family(
+    const models::FamilyRegistry& families) {
+    auto has_bench = [](const models::ModelFamily& family) {
+        return !family.ar_stage_factory.empty() && family.decode_footprint && family.preset_config;
+    };
+    if (auto fallback = families.default_family(); fallback && has_bench(**fallback)) {
+        return *fallback;
+    }
+    for (const models::ModelFamily& family : families.families()) {
+        if (has_bench(family)) return &family;
+    }
+    return fail(ErrorCode::not_found, "no model family has a generation bench");
+}
+
+}  // namespace
+
 Result<GenerateBenchReport> run_generate_bench(GenerateBenchOptions options) {
     OMNI_RETURN_IF_ERROR(check_generate_options(options));
     // The model family: --arch (or the default one) for a preset, the checkpoint's otherwise.
@@ -325,8 +345,11 @@ Result<GenerateBenchReport> run_generate_bench(GenerateBenchOptions options) {
     nlohmann::json config_json;
     const models::ModelFamily* family = nullptr;
     if (!options.preset.empty()) {
-        OMNI_TRY(family,
-                 options.arch.empty() ? families.default_family() : families.find(options.arch));
+        if (options.arch.empty()) {
+            OMNI_TRY(family, default_generation_family(families));
+        } else {
+            OMNI_TRY(family, families.find(options.arch));
+        }
     } else {
         OMNI_TRY(config_json, checkpoint::read_json_file(model_dir / checkpoint::kConfigFile));
         OMNI_TRY(family,

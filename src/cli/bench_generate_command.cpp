@@ -23,9 +23,11 @@ void add_bench_generate_command(CLI::App& bench, int& exit_code) {
     command->add_option("--preset", options->preset,
                         "A preset config of the family with dummy weights, instead of "
                         "--model-path");
-    command->add_option("--arch", options->arch,
-                        "Model family of --preset (default: the default family): " +
-                            models::builtin_families().describe_known());
+    command->add_option(
+        "--arch", options->arch,
+        "Model family of --preset (default: the default family when it has a generation "
+        "bench, else the first family that has one): " +
+            models::builtin_families().describe_known());
     command->add_option(
         "--batch", *batches,
         "Batch sizes, comma-separated (default 1,8,32): that many requests at once");

@@ -25,10 +25,10 @@ TEST(ServeCommand, DemoAndConfigExcludeEachOther) {
 }
 
 TEST(ServeCommand, MissingPluginIsAClearError) {
-    auto result = run_command({"/usr/bin/env", "OMNIRT_QWEN3_PLUGIN=/nonexistent/plugin.so",
+    auto result = run_command({"/usr/bin/env", "OMNIRT_QWEN3_OMNI_PLUGIN=/nonexistent/plugin.so",
                                omnirt_binary(), "serve", "--port", "0"});
     EXPECT_EQ(result.exit_code, 1) << result.err;
-    EXPECT_TRUE(contains(result.err, "OMNIRT_QWEN3_PLUGIN names /nonexistent/plugin.so"))
+    EXPECT_TRUE(contains(result.err, "OMNIRT_QWEN3_OMNI_PLUGIN names /nonexistent/plugin.so"))
         << result.err;
     EXPECT_TRUE(result.out.empty()) << result.out;  // never "listening"
 }

@@ -149,9 +149,11 @@ test('a disconnect mid-speech frees every stage', async () => {
             const data = value.choices[0]?.delta?.audio?.data;
             if (data && decodeBase64(data).length > 0) break;
         }
-        const holding = await pipelineState();
-        assert.ok(holding.active.talker >= 1 || holding.active.code2wav >= 1,
-                  `the talker or code2wav holds the request: ${JSON.stringify(holding.active)}`);
+        // The gauges come with the stages' heartbeats: wait until one shows the request.
+        await pollUntil(async () => {
+            const { active } = await pipelineState();
+            return active.talker >= 1 || active.code2wav >= 1;
+        }, { timeoutMs: 30_000, what: 'the talker or code2wav holds the streaming request' });
     } finally {
         stream.controller.abort();  // the client goes away
     }

@@ -9,6 +9,7 @@
 #include "engine/ar_scheduler.h"
 #include "models/qwen3_omni/rope_index.h"
 #include "models/qwen3_omni/talker_config.h"
+#include "models/qwen3_omni/talker_model.h"
 #include "models/qwen3_omni/talker_stage.h"
 #include "models/qwen3_omni/thinker_model.h"
 #include "models_omni_golden/golden_support.h"
@@ -357,6 +358,62 @@ TEST_F(TalkerStageGoldenTest, BadInputFailsTheRequestOnly) {
     ASSERT_EQ(message->kind, pipeline::OutgoingKind::error);
     EXPECT_NE(message->error.message.find("token_id"), std::string::npos) << message->error.message;
     EXPECT_TRUE(clean());
+}
+
+// The code predictor alone: a frame of 3 rows equals each row's frame alone (greedy), its
+// scratch KV is gone after end_frame() and after an error, and calls outside a frame are refused.
+TEST(CodePredictorTest, BatchedFramesEqualSingleRowsAndScratchIsFreed) {
+    auto tiny = make_tiny();
+    auto config = parse_talker_config(tiny->config);
+    ASSERT_TRUE(config.has_value());
+    auto talker = load_talker(tiny->config, *config, lookup_of(*tiny->checkpoint));
+    ASSERT_TRUE(talker.has_value()) << talker.error().to_string();
+    CodePredictor& predictor = *talker->predictor;
+    EXPECT_EQ(predictor.num_codes(), 15);
+    EXPECT_EQ(predictor.vocab_size(0), 2048);
+    at::manual_seed(3);
+    const at::Tensor hidden = at::randn({3, config->text.hidden_size});
+    const std::vector<std::int32_t> c0 = {5, 700, 2047};
+    auto frame = [&](const at::Tensor& rows, std::span<const std::int32_t> tokens) {
+        std::vector<std::vector<std::int32_t>> codes(tokens.size());
+        auto logits = predictor.begin_frame(rows, tokens);
+        OMNI_CHECK(logits.has_value(), "begin_frame");
+        for (int depth = 0;; ++depth) {
+            const at::Tensor best = logits->argmax(-1);
+            std::vector<std::int32_t> chosen;
+            for (std::size_t r = 0; r < tokens.size(); ++r) {
+                chosen.push_back(static_cast<std::int32_t>(best[r].item<std::int64_t>()));
+                codes[r].push_back(chosen.back());
+            }
+            if (depth + 1 == predictor.num_codes()) break;
+            logits = predictor.next(depth + 1, chosen);
+            OMNI_CHECK(logits.has_value(), "next");
+        }
+        predictor.end_frame();
+        return codes;
+    };
+    const auto batched = frame(hidden, c0);
+    EXPECT_TRUE(predictor.frame_free());
+    for (std::size_t r = 0; r < c0.size(); ++r) {
+        const auto alone =
+            frame(hidden.narrow(0, static_cast<std::int64_t>(r), 1), std::span(&c0[r], 1));
+        EXPECT_EQ(alone[0], batched[r]) << "row " << r;
+        EXPECT_EQ(alone[0].size(), 15u);
+    }
+    // The feedback sum: the talker's c0 row plus one row per residual code.
+    const at::Tensor sum = predictor.feedback_sum(c0[0], batched[0]);
+    EXPECT_EQ(sum.size(0), config->text.hidden_size);
+    // Errors free the frame and name the problem.
+    ASSERT_TRUE(predictor.begin_frame(hidden, c0).has_value());
+    EXPECT_FALSE(predictor.frame_free());
+    const std::vector<std::int32_t> bad = {1, 2, 9999};
+    EXPECT_EQ(predictor.next(1, bad).error().code, ErrorCode::invalid_argument);
+    predictor.end_frame();
+    EXPECT_TRUE(predictor.frame_free());
+    EXPECT_EQ(predictor.next(1, c0).error().code, ErrorCode::failed_precondition);
+    EXPECT_FALSE(predictor.begin_frame(hidden, std::vector<std::int32_t>{1}).has_value());
+    EXPECT_FALSE(predictor.begin_frame(hidden, std::vector<std::int32_t>{1, 2, 5000}).has_value());
+    EXPECT_TRUE(predictor.frame_free());
 }
 
 }  // namespace
