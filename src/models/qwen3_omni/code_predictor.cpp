@@ -57,7 +57,14 @@ CodePredictor::CodePredictor(const TalkerConfig& config, CodePredictorWeights we
       device_(device),
       rotary_(static_cast<int>(config.predictor.head_dim), config.predictor.rope_theta,
               config.predictor.max_position_embeddings, device),
-      max_length_(config.num_code_groups) {}
+      max_length_(config.num_code_groups) {
+    engine::SequenceInput all;
+    all.tokens.assign(static_cast<std::size_t>(max_length_), 0);
+    auto tables = rotary_.tables(std::span(&all, 1), max_length_);
+    OMNI_CHECK(tables.has_value(), "code predictor rotary tables");
+    cos_ = tables->cos;
+    sin_ = tables->sin;
+}
 
 int CodePredictor::num_codes() const { return static_cast<int>(weights_.lm_head.size()); }
 
@@ -88,8 +95,8 @@ Result<at::Tensor> CodePredictor::begin_frame(const at::Tensor& hidden,
         const std::int64_t kv_heads = config_.num_key_value_heads;
         const auto options = at::TensorOptions().dtype(dtype_).device(device_);
         for (std::int64_t layer = 0; layer < config_.num_hidden_layers; ++layer) {
-            keys_.push_back(at::empty({rows, max_length_, kv_heads, config_.head_dim}, options));
-            values_.push_back(at::empty({rows, max_length_, kv_heads, config_.head_dim}, options));
+            keys_.push_back(at::empty({rows, kv_heads, max_length_, config_.head_dim}, options));
+            values_.push_back(at::empty({rows, kv_heads, max_length_, config_.head_dim}, options));
         }
         const at::Tensor first = hidden.to(device_, dtype_);
         const at::Tensor second = talker_codec_embedding_.index_select(0, ids_tensor(tokens));
@@ -145,22 +152,25 @@ at::Tensor CodePredictor::run(at::Tensor x, std::int64_t position) {
     const std::int64_t hidden = config_.hidden_size;
     const std::int64_t heads = config_.num_attention_heads;
     const std::int64_t kv_heads = config_.num_key_value_heads;
+    const std::int64_t group = heads / kv_heads;
     const std::int64_t d = config_.head_dim;
     const double eps = config_.rms_norm_eps;
     const std::int64_t end = position + steps;
 
-    // RoPE tables of positions [position, end), the same for every row.
-    engine::SequenceInput one;
-    one.tokens.assign(static_cast<std::size_t>(steps), 0);
-    one.start_position = position;
-    auto tables = rotary_.tables(std::span(&one, 1), steps);
-    if (!tables) throw c10::Error({__func__, __FILE__, __LINE__}, tables.error().message);
-    const qwen3::RotaryTables rope{.cos = tables->cos.repeat({rows, 1}),
-                                   .sin = tables->sin.repeat({rows, 1})};
-    // Causal mask over the frame's positions [0, end) for the new rows.
-    const at::Tensor mask =
-        at::ones({steps, end}, at::TensorOptions().dtype(at::kBool).device(device_))
-            .triu(position + 1);
+    // RoPE rows of positions [position, end), the same for every row of the frame.
+    auto table = [&](const at::Tensor& full) {
+        const at::Tensor part = full.narrow(0, position, steps);
+        return rows == 1 ? part : part.repeat({rows, 1});
+    };
+    const qwen3::RotaryTables rope{.cos = table(cos_), .sin = table(sin_)};
+    // Causal mask over [0, end) for the new rows (a single new position sees everything).
+    at::Tensor mask;
+    if (steps > 1) {
+        mask = at::ones({steps, end}, at::TensorOptions().dtype(at::kBool).device(device_))
+                   .triu(position + 1)
+                   .repeat({group, 1});  // query rows are (group member, step)
+    }
+    const bool widen = dtype_ != at::kFloat;
     at::Tensor h = x.reshape({rows * steps, hidden}).contiguous();
     const double scale = 1.0 / std::sqrt(static_cast<double>(d));
     for (std::size_t layer = 0; layer < weights_.decoder.layers.size(); ++layer) {
@@ -171,24 +181,36 @@ at::Tensor CodePredictor::run(at::Tensor x, std::int64_t position) {
             qwen3::rms_norm(qkv.narrow(1, 0, heads * d).reshape({-1, heads, d}), w.q_norm, eps);
         at::Tensor k = qwen3::rms_norm(
             qkv.narrow(1, heads * d, kv_heads * d).reshape({-1, kv_heads, d}), w.k_norm, eps);
-        const at::Tensor v =
-            qkv.narrow(1, (heads + kv_heads) * d, kv_heads * d).reshape({rows, steps, kv_heads, d});
         qwen3::apply_rotary(q, rope);
         qwen3::apply_rotary(k, rope);
-        keys_[layer].narrow(1, position, steps).copy_(k.view({rows, steps, kv_heads, d}));
-        values_[layer].narrow(1, position, steps).copy_(v);
-        // [R, heads, steps, d] x [R, heads, end, d]: kv heads repeated to their query groups.
-        const at::Tensor keys = keys_[layer].narrow(1, 0, end).permute({0, 2, 1, 3});
-        const at::Tensor vals = values_[layer].narrow(1, 0, end).permute({0, 2, 1, 3});
-        const at::Tensor keys_full = keys.repeat_interleave(heads / kv_heads, 1).to(at::kFloat);
-        const at::Tensor vals_full = vals.repeat_interleave(heads / kv_heads, 1).to(at::kFloat);
-        const at::Tensor queries = q.view({rows, steps, heads, d}).permute({0, 2, 1, 3});
-        at::Tensor scores = at::matmul(queries.to(at::kFloat), keys_full.transpose(2, 3)) * scale;
-        scores.masked_fill_(mask, -std::numeric_limits<float>::infinity());
-        const at::Tensor attended = at::matmul(at::softmax(scores, -1), vals_full)
-                                        .to(dtype_)
-                                        .permute({0, 2, 1, 3})
-                                        .reshape({rows * steps, heads * d});
+        // The frame's cache is [R, kv heads, positions, d]: each kv head's rows are contiguous.
+        keys_[layer]
+            .narrow(2, position, steps)
+            .copy_(k.view({rows, steps, kv_heads, d}).transpose(1, 2));
+        values_[layer]
+            .narrow(2, position, steps)
+            .copy_(qkv.narrow(1, (heads + kv_heads) * d, kv_heads * d)
+                       .reshape({rows, steps, kv_heads, d})
+                       .transpose(1, 2));
+        // Queries grouped by their kv head (transformers' repeat_kv order: head = kv * G + g):
+        // [R, kv, G * steps, d] against [R, kv, end, d], no copy of the keys per group.
+        at::Tensor queries = q.view({rows, steps, kv_heads, group, d})
+                                 .permute({0, 2, 3, 1, 4})
+                                 .reshape({rows, kv_heads, group * steps, d});
+        at::Tensor keys = keys_[layer].narrow(2, 0, end);
+        at::Tensor vals = values_[layer].narrow(2, 0, end);
+        if (widen) {
+            queries = queries.to(at::kFloat);
+            keys = keys.to(at::kFloat);
+            vals = vals.to(at::kFloat);
+        }
+        at::Tensor scores = at::matmul(queries, keys.transpose(2, 3)).mul_(scale);
+        if (mask.defined()) scores.masked_fill_(mask, -std::numeric_limits<float>::infinity());
+        at::Tensor attended = at::matmul(at::softmax(scores, -1), vals);
+        if (widen) attended = attended.to(dtype_);
+        attended = attended.view({rows, kv_heads, group, steps, d})
+                       .permute({0, 3, 1, 2, 4})
+                       .reshape({rows * steps, heads * d});
         h.add_(qwen3::project(attended, w.o_proj));
         const at::Tensor post = qwen3::rms_norm(h, w.post_attention_layernorm, eps);
         h.add_(qwen3::swiglu_mlp(post, w.gate_up_proj, w.down_proj));

@@ -11,7 +11,8 @@
 // The decoder is a dense Qwen3 stack (q/k norms, GQA, SwiGLU) with plain 1-D RoPE, causal, its
 // KV held for the frame only: [R, 16, kv_heads, head_dim] per layer, freed by end_frame().
 // All rows of a frame sit at the same position, so attention is one batched matmul per layer
-// (softmax in float32, as transformers' eager / sdpa attention).
+// with the queries grouped by kv head (softmax in float32, as transformers' eager / sdpa
+// attention); the RoPE tables of the frame's 16 positions are computed once.
 //
 // feedback_sum(c0, codes) is what the talker takes as its next input besides the text
 // (§5.5): talker codec_embedding(c0) + sum_g codec_embedding[g - 1](c_g).
@@ -81,7 +82,8 @@ class CodePredictor final : public engine::DepthModel {
     at::ScalarType dtype_;
     at::Device device_;
     qwen3::DefaultRotaryEmbedding rotary_;
-    std::int64_t max_length_;       // positions per frame: 1 + num_code_groups
+    std::int64_t max_length_;       // positions per frame: num_code_groups
+    at::Tensor cos_, sin_;          // RoPE tables of positions [0, max_length), float32
     std::vector<at::Tensor> keys_;  // per layer [R, max_length, kv_heads, d] while a frame runs
     std::vector<at::Tensor> values_;
     std::int64_t length_ = 0;  // positions of the current frame so far
