@@ -270,3 +270,24 @@ export async function drainAborted(iterator) {
         if (!(error instanceof OpenAI.APIUserAbortError || error?.name === 'AbortError')) throw error;
     }
 }
+
+// An uncompressed 24-bit BMP of seeded pixels.
+export function makeBmp(width, height, seed) {
+    const stride = Math.ceil((width * 3) / 4) * 4;
+    const out = Buffer.alloc(54 + stride * height);
+    out.write('BM', 0);
+    out.writeUInt32LE(out.length, 2);
+    out.writeUInt32LE(54, 10);
+    out.writeUInt32LE(40, 14);
+    out.writeInt32LE(width, 18);
+    out.writeInt32LE(height, 22);
+    out.writeUInt16LE(1, 26);
+    out.writeUInt16LE(24, 28);
+    out.writeUInt32LE(stride * height, 34);
+    let state = seed >>> 0;
+    for (let i = 54; i < out.length; ++i) {
+        state = (Math.imul(state, 1664525) + 1013904223) >>> 0;
+        out[i] = state >>> 24;
+    }
+    return out;
+}

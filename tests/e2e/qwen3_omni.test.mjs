@@ -12,7 +12,7 @@ import path from 'node:path';
 import { after, before, test } from 'node:test';
 
 import { omnirtBinary, repoRoot, startServer } from './server.mjs';
-import { openaiClient, runProcess } from './helpers.mjs';
+import { makeBmp as bmp, openaiClient, runProcess } from './helpers.mjs';
 
 const kModel = 'qwen3-omni-thinker';
 
@@ -37,27 +37,6 @@ after(async () => {
     await server?.stop();
     if (dir) await rm(dir, { recursive: true, force: true });
 });
-
-// An uncompressed 24-bit BMP of seeded pixels.
-function bmp(width, height, seed) {
-    const stride = Math.ceil((width * 3) / 4) * 4;
-    const out = Buffer.alloc(54 + stride * height);
-    out.write('BM', 0);
-    out.writeUInt32LE(out.length, 2);
-    out.writeUInt32LE(54, 10);
-    out.writeUInt32LE(40, 14);
-    out.writeInt32LE(width, 18);
-    out.writeInt32LE(height, 22);
-    out.writeUInt16LE(1, 26);
-    out.writeUInt16LE(24, 28);
-    out.writeUInt32LE(stride * height, 34);
-    let state = seed >>> 0;
-    for (let i = 54; i < out.length; ++i) {
-        state = (Math.imul(state, 1664525) + 1013904223) >>> 0;
-        out[i] = state >>> 24;
-    }
-    return out;
-}
 
 function wav(seconds) {
     const samples = Math.round(seconds * 16000);

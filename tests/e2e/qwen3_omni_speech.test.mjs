@@ -15,7 +15,7 @@ import { after, before, test } from 'node:test';
 
 import { startServer } from './server.mjs';
 import {
-    decodeBase64, drainAborted, expectApiError, fetchMetrics, findSamples, kSampleRate,
+    decodeBase64, drainAborted, expectApiError, fetchMetrics, findSamples, kSampleRate, makeBmp,
     openaiClient, parseWav, pcm16Samples, pollUntil,
 } from './helpers.mjs';
 
@@ -95,6 +95,20 @@ test('streaming: delta.audio chunks concatenate to the non-streamed audio', asyn
     assert.equal(samples.length, kSamples);
     assert.deepEqual(samples, expected);
     assert.equal(text, whole.choices[0].message.content);
+});
+
+// An image in the prompt: the thinker streams the image rows' hidden states to the talker.
+test('an image prompt answers with speech of the same rule', async () => {
+    const url = `data:image/bmp;base64,${makeBmp(64, 48, 5).toString('base64')}`;
+    const completion = await client.chat.completions.create({
+        model: kModel,
+        messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url } },
+                                             { type: 'text', text: 'what is this?' }] }],
+        modalities: ['text', 'audio'], audio: { voice: 'aiden', format: 'wav' }, ...greedy,
+    });
+    assert.ok(completion.usage.prompt_tokens > 12, JSON.stringify(completion.usage));
+    const wav = parseWav(decodeBase64(completion.choices[0].message.audio.data));
+    assert.equal(wav.data.length / 2, kSamples);
 });
 
 test('text only: no audio and no talker', async () => {
