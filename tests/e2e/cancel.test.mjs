@@ -9,8 +9,8 @@ import OpenAI from 'openai';
 
 import { startServer } from './server.mjs';
 import {
-    decodeBase64, drainAborted, fetchMetrics, findSamples, kRequestTimeoutMs, openaiClient,
-    pollUntil,
+    decodeBase64, drainAborted, kRequestTimeoutMs, openaiClient, pipelineState, pollUntil,
+    waitUntilIdle,
 } from './helpers.mjs';
 
 const kModel = 'demo';
@@ -30,48 +30,23 @@ after(async () => {
     await server?.stop();
 });
 
-async function pipelineState() {
-    const samples = await fetchMetrics(server);
-    const active = {};
-    for (const sample of findSamples(samples, 'omnirt_stage_active_requests')) {
-        active[sample.labels.stage] = sample.value;
-    }
-    const count = (name, labels) => findSamples(samples, name, labels)[0]?.value ?? 0;
-    return {
-        active,
-        aborted: count('omnirt_pipeline_requests_total', { state: 'aborted' }),
-        running: count('omnirt_pipeline_live_requests', { state: 'running' }),
-        pending: count('omnirt_pipeline_live_requests', { state: 'pending' }),
-        inFlight: count('omnirt_http_requests_in_flight', {}),
-    };
-}
-
-async function waitUntilIdle() {
-    return pollUntil(async () => {
-        const state = await pipelineState();
-        const idle = kStages.every((stage) => state.active[stage] === 0) &&
-                     state.running === 0 && state.pending === 0 && state.inFlight === 0;
-        return idle ? state : false;
-    }, { timeoutMs: 30_000, what: 'every stage idle (omnirt_stage_active_requests 0)' });
-}
-
 // Runs one abort scenario: `open(signal)` starts the request and resolves (with a function that
 // settles the client side after the abort) once the client has seen output; the test then waits for the thinker to hold the request, aborts, and checks that
 // every stage lets go of it.
 async function abortMidStream(open) {
-    const before = await waitUntilIdle();
+    const before = await waitUntilIdle(server, { stages: kStages, timeoutMs: 30_000 });
     assert.deepEqual(Object.keys(before.active).sort(), kStages, 'a gauge per stage');
     const controller = new AbortController();
     let finish;
     try {
         finish = await open(controller.signal);
-        await pollUntil(async () => (await pipelineState()).active.thinker >= 1,
+        await pollUntil(async () => (await pipelineState(server)).active.thinker >= 1,
                         { timeoutMs: 30_000, what: 'the thinker holds the streaming request' });
     } finally {
         controller.abort();
     }
     await finish?.();
-    const afterAbort = await waitUntilIdle();
+    const afterAbort = await waitUntilIdle(server, { stages: kStages, timeoutMs: 30_000 });
     assert.ok(afterAbort.aborted >= before.aborted + 1,
               `the coordinator counted the abort (${before.aborted} -> ${afterAbort.aborted})`);
 }

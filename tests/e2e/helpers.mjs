@@ -291,3 +291,33 @@ export function makeBmp(width, height, seed) {
     }
     return out;
 }
+
+// The server's view of its pipeline from GET /metrics: requests each stage holds, aborted
+// requests so far, live requests by state, HTTP requests in flight.
+export async function pipelineState(server) {
+    const samples = await fetchMetrics(server);
+    const active = {};
+    for (const sample of findSamples(samples, 'omnirt_stage_active_requests')) {
+        active[sample.labels.stage] = sample.value;
+    }
+    const count = (name, labels) => findSamples(samples, name, labels)[0]?.value ?? 0;
+    return {
+        active,
+        aborted: count('omnirt_pipeline_requests_total', { state: 'aborted' }),
+        running: count('omnirt_pipeline_live_requests', { state: 'running' }),
+        pending: count('omnirt_pipeline_live_requests', { state: 'pending' }),
+        inFlight: count('omnirt_http_requests_in_flight', {}),
+    };
+}
+
+// Waits until no stage holds a request (`stages`, default every stage the metrics name) and
+// nothing is live or in flight; returns that state.
+export async function waitUntilIdle(server, { stages, timeoutMs = 60_000 } = {}) {
+    return pollUntil(async () => {
+        const state = await pipelineState(server);
+        const names = stages ?? Object.keys(state.active);
+        const idle = names.every((stage) => state.active[stage] === 0) &&
+                     state.running === 0 && state.pending === 0 && state.inFlight === 0;
+        return idle ? state : false;
+    }, { timeoutMs, what: 'every stage idle (omnirt_stage_active_requests 0)' });
+}

@@ -15,8 +15,8 @@ import { after, before, test } from 'node:test';
 
 import { startServer } from './server.mjs';
 import {
-    decodeBase64, drainAborted, expectApiError, fetchMetrics, findSamples, kSampleRate, makeBmp,
-    openaiClient, parseWav, pcm16Samples, pollUntil,
+    decodeBase64, drainAborted, expectApiError, kSampleRate, makeBmp, openaiClient, parseWav,
+    pcm16Samples, pipelineState, pollUntil, waitUntilIdle,
 } from './helpers.mjs';
 
 const kModel = 'qwen3-omni-speech';
@@ -124,34 +124,10 @@ test('an unknown voice is a 400 naming the voices', async () => {
     assert.match(error.message, /unknown voice 'nobody'.*ethan/);
 });
 
-// Per stage, the requests it holds; and the pipeline's live and aborted counts.
-async function pipelineState() {
-    const samples = await fetchMetrics(server);
-    const active = {};
-    for (const sample of findSamples(samples, 'omnirt_stage_active_requests')) {
-        active[sample.labels.stage] = sample.value;
-    }
-    const count = (name, labels) => findSamples(samples, name, labels)[0]?.value ?? 0;
-    return {
-        active,
-        aborted: count('omnirt_pipeline_requests_total', { state: 'aborted' }),
-        live: count('omnirt_pipeline_live_requests', { state: 'running' }) +
-              count('omnirt_pipeline_live_requests', { state: 'pending' }),
-    };
-}
-
-async function waitUntilIdle() {
-    return pollUntil(async () => {
-        const state = await pipelineState();
-        const idle = Object.values(state.active).every((n) => n === 0) && state.live === 0;
-        return idle ? state : false;
-    }, { timeoutMs: 60_000, what: 'every stage idle (omnirt_stage_active_requests 0)' });
-}
-
 // A client that leaves mid-speech aborts the request in the thinker, the talker (its KV blocks)
 // and code2wav (its stream state): every stage lets go, and the server answers the next request.
 test('a disconnect mid-speech frees every stage', async () => {
-    const before = await waitUntilIdle();
+    const before = await waitUntilIdle(server);
     const stream = await speak({ voice: 'ethan', format: 'pcm16' }, {
         stream: true, stage_sampling: { talker: { temperature: 0, max_tokens: 4000 } },
     });
@@ -165,14 +141,14 @@ test('a disconnect mid-speech frees every stage', async () => {
         }
         // The gauges come with the stages' heartbeats: wait until one shows the request.
         await pollUntil(async () => {
-            const { active } = await pipelineState();
+            const { active } = await pipelineState(server);
             return active.talker >= 1 || active.code2wav >= 1;
         }, { timeoutMs: 30_000, what: 'the talker or code2wav holds the streaming request' });
     } finally {
         stream.controller.abort();  // the client goes away
     }
     await drainAborted(iterator);
-    const after = await waitUntilIdle();
+    const after = await waitUntilIdle(server);
     assert.ok(after.aborted >= before.aborted + 1,
               `the coordinator counted the abort (${before.aborted} -> ${after.aborted})`);
     const again = await speak({ voice: 'ethan', format: 'wav' });

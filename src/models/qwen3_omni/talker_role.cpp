@@ -2,6 +2,8 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
+
 #include "engine/ar_sequence.h"
 #include "models/qwen3_omni/speech_functions.h"
 #include "torch_bridge/torch_tensor.h"
@@ -261,8 +263,10 @@ Result<at::Tensor> TalkerRole::feedback(engine::ArSequence& sequence,
                           "Qwen3-Omni talker: frame " + std::to_string(step.index) +
                               " ran before the thinker's token " + std::to_string(next)});
     }
-    return sum.add_(next == have || (have == 0 && next == 1) ? inputs_->tts_eos()
-                                                             : inputs_->tts_pad());
+    // trailing = [P(g1) .. P(g(have-1)), tts_eos]: its last entry (index max(have, 1) - 1) is
+    // tts_eos, everything after it tts_pad.
+    return sum.add_(next == std::max<std::int64_t>(have, 1) ? inputs_->tts_eos()
+                                                            : inputs_->tts_pad());
 }
 
 }  // namespace omnirt::models::qwen3_omni
