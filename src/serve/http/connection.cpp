@@ -12,6 +12,7 @@
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/status.hpp>
 #include <boost/beast/http/string_body.hpp>
+#include <boost/beast/websocket/rfc6455.hpp>
 #include <cctype>
 #include <exception>
 
@@ -21,6 +22,7 @@ namespace omnirt::serve::http::detail {
 namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace bhttp = boost::beast::http;
+namespace websocket = boost::beast::websocket;
 using boost::system::error_code;
 
 namespace {
@@ -29,6 +31,7 @@ constexpr std::size_t kReadChunk = 16 * 1024;
 // After refusing a request: how long, and how many bytes, the rest of it is read and dropped.
 constexpr std::chrono::seconds kLingerTime{5};
 constexpr std::size_t kLingerBytes = std::size_t{1} << 30;
+constexpr int kWsAbnormal = 1006;
 
 HttpRequest to_request(bhttp::request<bhttp::string_body>& message) {
     HttpRequest request;
@@ -62,7 +65,7 @@ Connection::Connection(asio::ip::tcp::socket socket, ServerShared& server)
 void Connection::wake() { signal_.cancel(); }
 
 void Connection::post_output(std::shared_ptr<ExchangeState> state, OutItem item) {
-    asio::post(stream_.get_executor(),
+    asio::post(signal_.get_executor(),
                [self = shared_from_this(), state = std::move(state), item = std::move(item)]() {
                    if (self->exchange_ != state) return;  // a stale exchange
                    self->output_.push_back(std::move(item));
@@ -71,8 +74,12 @@ void Connection::post_output(std::shared_ptr<ExchangeState> state, OutItem item)
 }
 
 void Connection::close_if_idle() {
-    asio::post(stream_.get_executor(), [self = shared_from_this()]() {
+    asio::post(signal_.get_executor(), [self = shared_from_this()]() {
         self->close_requested_ = true;
+        if (self->websocket_) {
+            (void)self->websocket_->request_close(kWsGoingAway, "the server is shutting down");
+            return;
+        }
         if (self->idle_) {
             error_code ignored;
             self->stream_.socket().cancel(ignored);
@@ -82,6 +89,7 @@ void Connection::close_if_idle() {
 
 void Connection::abort_after_stop() {
     if (exchange_) exchange_->mark_disconnected();
+    if (websocket_) websocket_->finish(kWsGoingAway, "the server stopped");
 }
 
 asio::awaitable<bool> Connection::write_all(std::string data) {
@@ -158,14 +166,21 @@ asio::awaitable<void> Connection::run(std::shared_ptr<Connection> self) {
             break;
         }
         bool keep_alive = parser.get().keep_alive();
+        if (server_.websocket_routes.count(std::string(
+                parser.get().target().substr(0, parser.get().target().find('?')))) != 0) {
+            if (!co_await serve_websocket(parser.release(), keep_alive)) break;
+            continue;
+        }
         HttpRequest request = to_request(parser.get());
         if (!co_await serve_route(std::move(request), keep_alive)) break;
     }
     if (exchange_) exchange_->mark_disconnected();
     exchange_.reset();
-    error_code ignored;
-    stream_.socket().shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
-    stream_.socket().close(ignored);
+    if (!websocket_) {  // an upgraded connection's socket moved to its session
+        error_code ignored;
+        stream_.socket().shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
+        stream_.socket().close(ignored);
+    }
     {
         std::lock_guard lock(server_.mutex);
         server_.connections.erase(this);
@@ -210,6 +225,64 @@ asio::awaitable<bool> Connection::serve_route(HttpRequest request, bool keep_ali
         }
     }
     co_return co_await serve_exchange(keep_alive, http10);
+}
+
+asio::awaitable<bool> Connection::serve_websocket(UpgradeRequest message, bool keep_alive) {
+    keep_alive = keep_alive && !server_.draining && !close_requested_;
+    const bool http10 = message.version() == 10;
+    HttpRequest request = to_request(message);
+    const auto& route = server_.websocket_routes.find(request.path)->second;
+    // Not an upgrade: an HTTP answer (GCC 12 wants these built outside the co_await).
+    std::string refusal;
+    if (request.method != "GET") {
+        HttpHeaders allow;
+        allow["allow"] = "GET";
+        refusal = format_response(
+            405, "application/json",
+            server_.error_body(405, "method " + request.method + " not allowed on " + request.path),
+            allow, keep_alive, http10);
+    } else if (!websocket::is_upgrade(message)) {
+        HttpHeaders upgrade;
+        upgrade["upgrade"] = "websocket";
+        refusal =
+            format_response(426, "application/json",
+                            server_.error_body(426, request.path + " is a WebSocket endpoint"),
+                            upgrade, keep_alive, http10);
+    }
+    if (!refusal.empty()) {
+        bool written = co_await write_all(std::move(refusal));
+        co_return written&& keep_alive;
+    }
+    request.body.clear();
+    auto state = std::make_shared<WebSocketState>(server_.core, route.options);
+    WebSocketAccept accept;
+    try {
+        accept = route.handler(std::make_shared<WebSocket>(state, std::move(request)));
+    } catch (const std::exception& e) {
+        accept.refuse_status = 500;
+        accept.refuse_message = std::string("handler failed: ") + e.what();
+    } catch (...) {
+        accept.refuse_status = 500;
+        accept.refuse_message = "handler failed";
+    }
+    if (accept.refuse_status != 0) {
+        state->finish(kWsAbnormal, "refused");
+        HttpHeaders none;
+        std::string answer =
+            format_response(accept.refuse_status, "application/json",
+                            server_.error_body(accept.refuse_status, accept.refuse_message), none,
+                            keep_alive, http10);
+        bool written = co_await write_all(std::move(answer));
+        co_return written&& keep_alive;
+    }
+    auto session = std::make_shared<WebSocketSession>(std::move(stream_), state, route.options);
+    state->attach(session, std::move(accept.callbacks));
+    websocket_ = state;
+    if (close_requested_ || server_.draining) {
+        (void)state->request_close(kWsGoingAway, "the server is shutting down");
+    }
+    co_await session->run(session, std::move(message));
+    co_return false;
 }
 
 asio::awaitable<void> Connection::watch(std::shared_ptr<Connection> self) {

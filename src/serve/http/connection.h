@@ -15,6 +15,7 @@
 #include <mutex>
 
 #include "serve/http/exchange_state.h"
+#include "serve/http/websocket_session.h"
 
 namespace omnirt::serve::http::detail {
 
@@ -24,6 +25,11 @@ class Connection;
 struct ServerShared {
     HttpServerOptions options;
     std::map<std::string, std::map<std::string, HttpHandler>> routes;  // path -> method -> handler
+    struct WebSocketRoute {
+        WebSocketHandler handler;
+        WebSocketOptions options;
+    };
+    std::map<std::string, WebSocketRoute> websocket_routes;  // path -> route (GET only)
     std::shared_ptr<ServerCore> core = std::make_shared<ServerCore>();
     std::atomic<bool> draining{false};
 
@@ -53,6 +59,9 @@ class Connection : public ExchangeChannel, public std::enable_shared_from_this<C
 
   private:
     boost::asio::awaitable<bool> serve_route(HttpRequest request, bool keep_alive);
+    // A request on a WebSocket route: the upgrade (true: the connection is now done), or an
+    // HTTP answer (426 without an upgrade, the handler's refusal).
+    boost::asio::awaitable<bool> serve_websocket(UpgradeRequest message, bool keep_alive);
     boost::asio::awaitable<bool> serve_exchange(bool keep_alive, bool http10);
     boost::asio::awaitable<void> watch(std::shared_ptr<Connection> self);
     boost::asio::awaitable<bool> write_all(std::string data);
@@ -67,6 +76,7 @@ class Connection : public ExchangeChannel, public std::enable_shared_from_this<C
     // Strand-only state.
     std::deque<OutItem> output_;
     std::shared_ptr<ExchangeState> exchange_;
+    std::shared_ptr<WebSocketState> websocket_;  // set once upgraded
     bool idle_ = false;
     bool close_requested_ = false;
     bool peer_gone_ = false;

@@ -105,10 +105,37 @@ Status HttpServer::add_route(std::string method, std::string path, HttpHandler h
         return fail(ErrorCode::invalid_argument,
                     "http: a route needs a method, a /path, a handler");
     }
+    if (impl_->shared.websocket_routes.count(path) != 0) {
+        return fail(ErrorCode::already_exists, "http: " + path + " is a WebSocket route");
+    }
     auto& methods = impl_->shared.routes[path];
     if (!methods.emplace(method, std::move(handler)).second) {
         return fail(ErrorCode::already_exists, "http: route " + method + " " + path + " exists");
     }
+    return ok_status();
+}
+
+Status HttpServer::add_websocket_route(
+    std::string path, std::function<WebSocketAccept(std::shared_ptr<WebSocket>)> handler,
+    const WebSocketOptions& options) {
+    if (impl_->started) {
+        return fail(ErrorCode::failed_precondition, "http: add_websocket_route after start");
+    }
+    if (path.empty() || path[0] != '/' || !handler) {
+        return fail(ErrorCode::invalid_argument,
+                    "http: a WebSocket route needs a /path, a handler");
+    }
+    if (options.max_message_bytes == 0 || options.max_queued_bytes == 0 ||
+        options.idle_timeout.count() <= 0) {
+        return fail(ErrorCode::invalid_argument,
+                    "http: WebSocket limits and idle timeout must be positive");
+    }
+    auto& shared = impl_->shared;
+    if (shared.routes.count(path) != 0 || shared.websocket_routes.count(path) != 0) {
+        return fail(ErrorCode::already_exists, "http: route " + path + " exists");
+    }
+    shared.websocket_routes.emplace(
+        std::move(path), detail::ServerShared::WebSocketRoute{std::move(handler), options});
     return ok_status();
 }
 

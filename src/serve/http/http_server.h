@@ -36,6 +36,9 @@ struct HttpRequest {
 namespace detail {
 class ExchangeState;
 }
+class WebSocket;  // websocket.h
+struct WebSocketAccept;
+struct WebSocketOptions;
 
 // One request and its response. Handed to the handler as shared_ptr; keep a copy for as long as
 // the response is being produced. Every method is thread-safe.
@@ -113,6 +116,11 @@ class HttpServer {
     // Exact path match. Before start() only (failed_precondition after); a duplicate
     // (method, path) is already_exists. Unknown path: 404; known path, other method: 405.
     Status add_route(std::string method, std::string path, HttpHandler handler);
+    // A WebSocket endpoint at `path` (GET with an upgrade; websocket.h). The same rules; a path
+    // may not be both an HTTP and a WebSocket route.
+    Status add_websocket_route(std::string path,
+                               std::function<WebSocketAccept(std::shared_ptr<WebSocket>)> handler,
+                               const WebSocketOptions& options);
 
     Status start();
     [[nodiscard]] std::uint16_t port() const;
