@@ -31,6 +31,7 @@ struct ApiServer::State {
     std::unique_ptr<WorkPool> pool;
     std::unique_ptr<http::HttpServer> http;
     std::atomic<std::uint64_t> id_counter{0};
+    std::atomic<std::size_t> realtime_sessions{0};
 
     State(ApiServerOptions options_in, client::Client& client_in)
         : options(std::move(options_in)), client(client_in) {}
@@ -77,6 +78,9 @@ class Exchange {
 
 // 401 when the server has an API key and the request does not carry it (answered; false).
 bool authorized(Exchange& exchange);
+// Whether `candidate` is the server's API key (compared in constant time); true when the server
+// has none.
+[[nodiscard]] bool api_key_matches(const ApiState& state, std::string_view candidate);
 
 // The HTTP answer to a pipeline error: 400 invalid_argument / out_of_range, 404 not_found, 429
 // resource_exhausted, 503 unavailable, 504 deadline_exceeded, 499-like client aborts as 503
@@ -129,5 +133,6 @@ auto accept_request(Exchange& exchange, Parse parse)
 [[nodiscard]] Status add_speech_route(ApiState& state);
 [[nodiscard]] Status add_completion_route(ApiState& state);
 [[nodiscard]] Status add_tokenize_routes(ApiState& state);
+[[nodiscard]] Status add_realtime_route(ApiState& state);
 
 }  // namespace omnirt::serve::api

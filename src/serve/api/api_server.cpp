@@ -91,6 +91,11 @@ bool constant_time_equal(std::string_view a, std::string_view b) {
 
 }  // namespace
 
+bool api_key_matches(const ApiState& state, std::string_view candidate) {
+    const std::string& key = state.options.api_key;
+    return key.empty() || constant_time_equal(candidate, key);
+}
+
 bool authorized(Exchange& exchange) {
     const std::string& key = exchange.state().options.api_key;
     if (key.empty()) return true;
@@ -207,6 +212,7 @@ Result<std::unique_ptr<ApiServer>> ApiServer::create(ApiServerOptions options,
     OMNI_RETURN_IF_ERROR(add_speech_route(*state));
     OMNI_RETURN_IF_ERROR(add_completion_route(*state));
     OMNI_RETURN_IF_ERROR(add_tokenize_routes(*state));
+    OMNI_RETURN_IF_ERROR(add_realtime_route(*state));
     return std::unique_ptr<ApiServer>(new ApiServer(std::move(state)));
 }
 

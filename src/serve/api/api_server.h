@@ -29,6 +29,7 @@
 #include "serve/api/metrics.h"
 #include "serve/http/http_server.h"
 #include "serve/openai/limits.h"
+#include "serve/realtime/voice_activity.h"
 
 namespace omnirt::text {
 class Tokenizer;
@@ -60,6 +61,10 @@ struct ApiServerOptions {
     // checkpoint); a chat request that wants audio in another voice gets a 400 on audio.voice
     // before anything runs. Empty: any voice goes to the pipeline.
     std::vector<std::string> voices;
+    // Voice activity detection for the realtime API's server_vad (GET /v1/realtime); empty:
+    // realtime sessions commit their audio by hand only.
+    realtime::VoiceActivityFactory vad;
+    std::size_t max_realtime_sessions = 256;  // open WebSockets on /v1/realtime; beyond: 429
     openai::RequestLimits limits;
     openai::MediaPolicy media;
     http::HttpServerOptions http;

@@ -275,7 +275,8 @@ asio::awaitable<bool> Connection::serve_websocket(UpgradeRequest message, bool k
         bool written = co_await write_all(std::move(answer));
         co_return written&& keep_alive;
     }
-    auto session = std::make_shared<WebSocketSession>(std::move(stream_), state, route.options);
+    auto session = std::make_shared<WebSocketSession>(std::move(stream_), state, route.options,
+                                                      accept.subprotocol);
     state->attach(session, std::move(accept.callbacks));
     websocket_ = state;
     if (close_requested_ || server_.draining) {

@@ -68,6 +68,9 @@ struct WebSocketAccept {
     int refuse_status = 0;
     std::string refuse_message;
     WebSocketCallbacks callbacks;
+    // The subprotocol chosen among those the client offered (Sec-WebSocket-Protocol); "" for
+    // none. Browsers fail a handshake that offered some and got none back.
+    std::string subprotocol;
 };
 
 using WebSocketHandler = std::function<WebSocketAccept(std::shared_ptr<WebSocket>)>;

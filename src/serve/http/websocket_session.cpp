@@ -11,6 +11,7 @@
 #include <boost/beast/websocket/error.hpp>
 #include <boost/beast/websocket/rfc6455.hpp>
 #include <exception>
+#include <vector>
 
 namespace omnirt::serve::http::detail {
 namespace asio = boost::asio;
@@ -22,13 +23,15 @@ namespace {
 constexpr std::chrono::seconds kHandshakeTimeout{30};
 constexpr int kWsInternalError = 1011;
 constexpr int kWsAbnormal = 1006;
+constexpr std::size_t kReadPiece = 64 * 1024;
 }  // namespace
 
 WebSocketSession::WebSocketSession(beast::tcp_stream stream, std::shared_ptr<WebSocketState> state,
-                                   const WebSocketOptions& options)
+                                   const WebSocketOptions& options, std::string subprotocol)
     : ws_(std::move(stream)),
       state_(std::move(state)),
       options_(options),
+      subprotocol_(std::move(subprotocol)),
       signal_(ws_.get_executor()) {}
 
 void WebSocketSession::wake_writer() {
@@ -49,29 +52,36 @@ asio::awaitable<void> WebSocketSession::wait_signal() {
 }
 
 asio::awaitable<void> WebSocketSession::read_loop(std::shared_ptr<WebSocketSession> self) {
+    // Messages are assembled here, piece by piece, so that an oversize one is refused with a
+    // close handshake (Beast's own limit tears the connection down, and the reset can destroy
+    // the close frame before the client reads it).
+    std::string message;
     for (;;) {
         beast::flat_buffer buffer;
         error_code ec;
-        co_await ws_.async_read(buffer, asio::redirect_error(asio::use_awaitable, ec));
+        co_await ws_.async_read_some(buffer, kReadPiece,
+                                     asio::redirect_error(asio::use_awaitable, ec));
         if (ec) {
-            if (ec == websocket::error::closed) {
-                if (end_code_ == kWsAbnormal) {
-                    end_code_ = ws_.reason().code;
-                    end_reason_ = std::string(ws_.reason().reason.c_str());
-                }
-            } else if (ec == websocket::error::message_too_big) {
-                end_code_ = websocket::close_code::too_big;
-                end_reason_ = "message too big";
+            if (ec == websocket::error::closed && end_code_ == kWsAbnormal) {
+                end_code_ = ws_.reason().code;
+                end_reason_ = std::string(ws_.reason().reason.c_str());
             }
             break;
         }
+        message += beast::buffers_to_string(buffer.data());
+        if (message.size() > options_.max_message_bytes) {
+            oversize_ = true;
+            break;
+        }
+        if (!ws_.is_message_done()) continue;
         try {
-            state_->deliver(beast::buffers_to_string(buffer.data()), !ws_.got_text());
+            state_->deliver(std::move(message), !ws_.got_text());
         } catch (const std::exception& e) {
             (void)state_->request_close(kWsInternalError, e.what());
         } catch (...) {
             (void)state_->request_close(kWsInternalError, "handler failed");
         }
+        message.clear();
     }
     reading_ = false;
     signal_.cancel();
@@ -85,8 +95,15 @@ asio::awaitable<void> WebSocketSession::run(std::shared_ptr<WebSocketSession> se
     timeout.idle_timeout = options_.idle_timeout;
     timeout.keep_alive_pings = true;
     ws_.set_option(timeout);
-    ws_.read_message_max(options_.max_message_bytes);
+    ws_.read_message_max(0);  // read_loop applies the limit
     ws_.auto_fragment(false);
+    ws_.set_option(websocket::stream_base::decorator(
+        [protocol = subprotocol_](websocket::response_type& response) {
+            response.set(boost::beast::http::field::server, "omnirt");
+            if (!protocol.empty()) {
+                response.set(boost::beast::http::field::sec_websocket_protocol, protocol);
+            }
+        }));
     error_code ec;
     co_await ws_.async_accept(upgrade, asio::redirect_error(asio::use_awaitable, ec));
     if (ec) {
@@ -120,6 +137,14 @@ asio::awaitable<void> WebSocketSession::run(std::shared_ptr<WebSocketSession> se
             break;
         }
         if (pending.messages.empty()) co_await wait_signal();
+    }
+    if (oversize_ && !sent_close) {
+        // Refused; Beast's close reads and drops the rest until the client's close frame.
+        end_code_ = websocket::close_code::too_big;
+        end_reason_ = "message too big";
+        websocket::close_reason reason(websocket::close_code::too_big, end_reason_);
+        co_await ws_.async_close(reason, asio::redirect_error(asio::use_awaitable, ec));
+        sent_close = true;
     }
     // Wait for the read loop: after our close frame it ends with the client's answer (or the
     // handshake timeout); otherwise cut the socket so that it ends now.

@@ -23,7 +23,7 @@ class WebSocketSession : public WebSocketChannel,
                          public std::enable_shared_from_this<WebSocketSession> {
   public:
     WebSocketSession(boost::beast::tcp_stream stream, std::shared_ptr<WebSocketState> state,
-                     const WebSocketOptions& options);
+                     const WebSocketOptions& options, std::string subprotocol);
 
     // Completes the handshake and serves the connection until it ends; then the state's
     // on_close has run. `self` is this session (kept alive by the coroutine frame).
@@ -38,10 +38,12 @@ class WebSocketSession : public WebSocketChannel,
     boost::beast::websocket::stream<boost::beast::tcp_stream> ws_;
     std::shared_ptr<WebSocketState> state_;
     const WebSocketOptions options_;
+    const std::string subprotocol_;
     boost::asio::steady_timer signal_;
     // Strand-only state.
     bool reading_ = false;
     bool writing_ = false;
+    bool oversize_ = false;  // the client sent a message over the limit
     int end_code_ = 1006;
     std::string end_reason_;
 };
