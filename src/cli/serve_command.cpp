@@ -18,7 +18,9 @@
 #include "runner/builtins.h"
 #include "runner/pipeline.h"
 #include "serve/api/api_server.h"
+#include "serve/realtime/silero_voice_activity.h"
 #include "text/tokenizer.h"
+#include "vad/silero_vad.h"
 
 namespace omnirt::cli {
 namespace {
@@ -41,6 +43,7 @@ struct ServeOptions {
     int http_threads = 2;
     std::size_t max_body_mb = 64;
     std::string profile_dir = "/tmp/omnirt-profile";
+    std::string vad_model = vad::default_model_path();
 };
 
 // A YAML flow-scalar for a path (JSON string syntax is valid YAML).
@@ -152,6 +155,17 @@ int serve(const ServeOptions& options) {
     server_options.http.host = options.host;
     server_options.http.port = static_cast<std::uint16_t>(options.port);
     server_options.http.threads = options.http_threads;
+    // Server VAD for /v1/realtime: the Silero model file, or manual turns without it.
+    if (options.vad_model != "none") {
+        auto vad = serve::realtime::silero_voice_activity(options.vad_model);
+        if (vad) {
+            server_options.vad = std::move(*vad);
+        } else {
+            spdlog::warn("realtime: no server_vad ({}); sessions commit their audio by hand. "
+                         "scripts/fetch_vad_model.sh fetches the model.",
+                         vad.error().to_string());
+        }
+    }
     auto server = serve::api::ApiServer::create(std::move(server_options), client);
     if (!server) {
         std::cerr << "omnirt serve: " << server.error().to_string() << "\n";
@@ -253,6 +267,9 @@ void add_serve_command(CLI::App& app, int& exit_code) {
         ->add_option("--max-body-mb", options->max_body_mb,
                      "Largest request body in MiB; larger ones get 413 (default 64)")
         ->check(CLI::Range(1, 4096));
+    command->add_option("--vad-model", options->vad_model,
+                        "Silero VAD v5 ONNX file for the realtime API's server_vad (default: the "
+                        "one the setup caches; \"none\": manual turns only)");
     command->add_option("--profile-dir", options->profile_dir,
                         "Where /start_profile writes traces (default /tmp/omnirt-profile)");
     command->callback([options, &exit_code] { exit_code = serve(*options); });

@@ -14,7 +14,7 @@ import { pcmStats, RealtimeClient, toneBase64 } from './realtime_client.mjs';
 let server;
 
 before(async () => {
-    server = await startServer({ args: ['--api-key', 'rt-key'] });
+    server = await startServer({ args: ['--api-key', 'rt-key', '--vad-model', 'none'] });
 });
 
 after(async () => {
