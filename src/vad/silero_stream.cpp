@@ -13,6 +13,9 @@ namespace {
 using Weights = SileroModel::Weights;
 
 float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+// tanh through one expf: glibc's tanhf (expm1f) was an eighth of the network's time. Absolute
+// error about 1e-7; saturates cleanly (exp overflow gives 1, underflow -1).
+float fast_tanh(float x) { return 1.0f - 2.0f / (1.0f + std::exp(2.0f * x)); }
 
 // Conv1d (kernel 3, padding 1) + ReLU on a time-major activation in[in_len][in_channels], into
 // out[out_len][out_channels]; returns out_len. cols holds out_len im2col columns.
@@ -122,10 +125,10 @@ float SileroStream::process(std::span<const float> window) {
     for (int j = 0; j < kHidden; ++j) {
         const float input_gate = sigmoid(gates[j]);
         const float forget_gate = sigmoid(gates[kHidden + j]);
-        const float cell_candidate = std::tanh(gates[2 * kHidden + j]);
+        const float cell_candidate = fast_tanh(gates[2 * kHidden + j]);
         const float output_gate = sigmoid(gates[3 * kHidden + j]);
         s.cell[j] = forget_gate * s.cell[j] + input_gate * cell_candidate;
-        hidden[j] = output_gate * std::tanh(s.cell[j]);
+        hidden[j] = output_gate * fast_tanh(s.cell[j]);
         logit += w.head_weight[j] * std::max(hidden[j], 0.0f);
     }
     return sigmoid(logit);

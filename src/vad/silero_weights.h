@@ -1,6 +1,6 @@
 #pragma once
 // Private to omnirt_vad: the Silero VAD v5 16 kHz network's weights, laid out for the kernels in
-// silero_kernels.cpp, and the kernel itself.
+// kernels.h.
 //
 // The network (verified against the ONNX graph by silero_model.cpp):
 //   x[576] = 64 context samples + 512 new ones
@@ -15,21 +15,10 @@
 #include <array>
 #include <vector>
 
+#include "vad/kernels.h"
 #include "vad/silero_vad.h"
 
 namespace omnirt::vad {
-
-inline constexpr int kSimdWidth = 8;  // floats per kernel vector; rows are padded to a multiple
-
-// A weight matrix [rows, cols] stored with rows padded to `stride` floats (zeros past cols), so
-// that the kernel runs whole vectors; the input it multiplies must be zero past cols as well.
-struct PaddedMatrix {
-    int rows = 0;
-    int cols = 0;
-    int stride = 0;
-    std::vector<float> values;  // rows * stride
-    std::vector<float> bias;    // rows (zeros where the layer has none)
-};
 
 // A Conv1d with kernel 3 and padding 1 as a matrix [out, in * 3] (the ONNX weight [out, in, 3]
 // flattened), applied to im2col columns.
@@ -54,10 +43,5 @@ struct SileroModel::Weights {
     std::vector<float> head_weight;     // [128]
     float head_bias = 0;
 };
-
-// y[j * y_stride + r] = bias[r] + dot(row r of m, x + j * x_stride), r < m.rows, j < count;
-// each x vector must hold m.stride floats, zeros past m.cols. count 1..4.
-void multiply(const PaddedMatrix& m, const float* x, int count, int x_stride, float* y,
-              int y_stride);
 
 }  // namespace omnirt::vad

@@ -5,14 +5,16 @@
 #include <numeric>
 #include <string>
 
+#include "vad/kernels.h"
+
 namespace omnirt::vad {
 namespace {
 
 constexpr int kMaxUp = 640;
 // Silero looks at the whole 0..8 kHz band: a cutoff at 92% of 8 kHz moved a speech probability
 // at the end of a word from 0.63 to 0.42 (24 kHz input against the same audio at 16 kHz), 98%
-// with 48 lobes keeps it within 0.01. About 147 taps per output sample from 24 kHz: a few
-// percent of the network's cost.
+// with 48 lobes keeps it within 0.01. 152 taps per output sample from 24 kHz: about a tenth
+// of the network's cost (docs/benchmarks.md).
 constexpr double kZeroCrossings = 48;  // sinc lobes on each side at the cutoff frequency
 constexpr double kRolloff = 0.98;      // cutoff as a fraction of the lower Nyquist frequency
 constexpr double kKaiserBeta = 10;     // about 100 dB stop band
@@ -53,7 +55,9 @@ Result<StreamResampler> StreamResampler::create(int in_rate, int out_rate) {
     const double scale =
         kRolloff * std::min(1.0, static_cast<double>(resampler.up_) / resampler.down_);
     const double half_width = kZeroCrossings / scale;  // input samples
-    const int half_taps = static_cast<int>(std::ceil(half_width));
+    // 2H taps, a multiple of the kernel's vector width (the extra ones are zero).
+    const int half_taps = (static_cast<int>(std::ceil(half_width)) + kSimdWidth / 2 - 1) /
+                          (kSimdWidth / 2) * (kSimdWidth / 2);
     resampler.half_taps_ = half_taps;
     resampler.taps_.resize(static_cast<std::size_t>(resampler.up_) * 2 * half_taps);
     const double i0_beta = bessel_i0(kKaiserBeta);
@@ -104,9 +108,7 @@ void StreamResampler::push(std::span<const float> in, std::vector<float>& out) {
         if (first + width > available_end) break;
         const float* x = history_.data() + (first - history_start_);
         const float* taps = taps_.data() + static_cast<std::size_t>(phase) * width;
-        float acc = 0;
-        for (int j = 0; j < width; ++j) acc += taps[j] * x[j];
-        out.push_back(acc);
+        out.push_back(dot(taps, x, width));
         ++next_output_;
     }
     // Keep what the next output's filter still reaches.

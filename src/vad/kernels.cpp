@@ -1,10 +1,10 @@
-// The one kernel of the Silero network: a matrix times up to four vectors. GCC vector types
-// (no intrinsics, no -march flag) and function multiversioning: the loader picks the AVX2 + FMA
+// The layer's kernels (kernels.h). Function multiversioning: the loader picks the AVX2 + FMA
 // clone where the CPU has it, the baseline (two SSE halves per vector) elsewhere.
+#include "vad/kernels.h"
+
 #include <cstring>
 
 #include "core/error.h"
-#include "vad/silero_weights.h"
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define OMNIRT_VAD_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
@@ -28,11 +28,32 @@ using Float8 = float __attribute__((vector_size(kSimdWidth * sizeof(float))));
     return ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]));
 }
 
-// Count is a template argument so that the accumulators live in registers.
+// Count is a template argument so that the accumulators live in registers. Rows go in blocks
+// so that even one vector (count 1: the LSTM) has several independent FMA chains in flight
+// rather than one chain bound by the FMA latency.
 template <int Count>
 [[gnu::always_inline]] inline void multiply_rows(const PaddedMatrix& m, const float* x,
                                                  int x_stride, float* y, int y_stride) {
-    for (int r = 0; r < m.rows; ++r) {
+    constexpr int kBlock = Count >= 3 ? 2 : 4;
+    int r = 0;
+    for (; r + kBlock <= m.rows; r += kBlock) {
+        const float* row = m.values.data() + static_cast<std::size_t>(r) * m.stride;
+        Float8 acc[kBlock][Count] = {};
+        for (int c = 0; c < m.stride; c += kSimdWidth) {
+            Float8 v[Count];
+            for (int j = 0; j < Count; ++j) v[j] = load8(x + j * x_stride + c);
+            for (int b = 0; b < kBlock; ++b) {
+                const Float8 w = load8(row + b * m.stride + c);
+                for (int j = 0; j < Count; ++j) acc[b][j] += w * v[j];
+            }
+        }
+        for (int b = 0; b < kBlock; ++b) {
+            for (int j = 0; j < Count; ++j) {
+                y[j * y_stride + r + b] = m.bias[r + b] + horizontal_sum(acc[b][j]);
+            }
+        }
+    }
+    for (; r < m.rows; ++r) {
         const float* row = m.values.data() + static_cast<std::size_t>(r) * m.stride;
         Float8 acc[Count] = {};
         for (int c = 0; c < m.stride; c += kSimdWidth) {
@@ -59,6 +80,18 @@ OMNIRT_VAD_CLONES void multiply(const PaddedMatrix& m, const float* x, int count
         default:
             OMNI_CHECK(false, "vad multiply: count must be 1..4");
     }
+}
+
+OMNIRT_VAD_CLONES float dot(const float* a, const float* b, int count) {
+    Float8 even = {};
+    Float8 odd = {};
+    int i = 0;
+    for (; i + 2 * kSimdWidth <= count; i += 2 * kSimdWidth) {
+        even += load8(a + i) * load8(b + i);
+        odd += load8(a + i + kSimdWidth) * load8(b + i + kSimdWidth);
+    }
+    if (i < count) even += load8(a + i) * load8(b + i);
+    return horizontal_sum(even + odd);
 }
 
 }  // namespace omnirt::vad
