@@ -17,8 +17,8 @@
 // comes silence_duration_ms (rounded up to whole windows) after the speech ended.
 //
 // Threads: not thread-safe; one per audio stream (a realtime session), used by one thread at a
-// time. feed() runs the network on the calling thread (about 30 us per 32 ms window with AVX2,
-// see docs/vad.md) and never blocks. The model is shared read-only.
+// time. feed() runs the network on the calling thread (about 0.05 ms per 32 ms window on one
+// core, docs/benchmarks.md) and never blocks. The model is shared read-only.
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -43,10 +43,10 @@ struct VadEvent {
     // padding). speech_stopped: the end of the last speech window, i.e. the start of the
     // silence that ended the turn (OpenAI's audio_end_ms).
     std::int64_t audio_ms = 0;
-    // speech_started: max(0, audio_ms - prefix_padding_ms), where the committed audio should
-    // begin; this is what OpenAI's speech_started reports as audio_start_ms ("includes the
-    // prefix_padding_ms"). The caller clamps it to the audio it still holds (e.g. after the
-    // previous commit). speech_stopped: equal to audio_ms.
+    // speech_started: audio_ms - prefix_padding_ms, but not before the last reset() (or 0),
+    // where the committed audio should begin; this is what OpenAI's speech_started reports as
+    // audio_start_ms ("includes the prefix_padding_ms"). The caller also clamps it to the audio
+    // it still holds (e.g. after the previous commit). speech_stopped: equal to audio_ms.
     std::int64_t padded_start_ms = 0;
     friend bool operator==(const VadEvent&, const VadEvent&) = default;
 };
