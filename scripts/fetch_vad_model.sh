@@ -24,7 +24,9 @@ fi
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-if ! (cd "$work" && npm pack --silent "$package" >/dev/null 2>"$work/npm.log"); then
+# Bounded: an unreachable registry must not hold up setup for npm's default retries.
+if ! (cd "$work" && timeout 180 npm pack --loglevel=error --fetch-retries=1 --fetch-timeout=60000 \
+        "$package" >/dev/null 2>"$work/npm.log"); then
   echo "fetch_vad_model: npm pack $package failed; skipping:"
   sed 's/^/  /' "$work/npm.log" | tail -5
   exit 0
