@@ -279,24 +279,34 @@ Result<std::shared_ptr<const SileroModel>> SileroModel::load(const std::string& 
     if (bytes.size() != size) {
         return fail(ErrorCode::data_loss, "vad: short read of " + onnx_path);
     }
+    return load_from_bytes(bytes, onnx_path);
+}
+
+Result<std::shared_ptr<const SileroModel>> SileroModel::load_from_bytes(std::string_view onnx_bytes,
+                                                                        const std::string& name) {
+    if (onnx_bytes.size() > kMaxFileBytes) {
+        return fail(not_silero(
+            name, "it has " + std::to_string(onnx_bytes.size()) + " bytes (the model has 2.3 MB)"));
+    }
     try {
         onnx::ModelProto model;
-        if (bytes.empty() || !model.ParseFromString(bytes)) {
-            return fail(ErrorCode::data_loss, "vad: " + onnx_path +
+        if (onnx_bytes.empty() ||
+            !model.ParseFromArray(onnx_bytes.data(), static_cast<int>(onnx_bytes.size()))) {
+            return fail(ErrorCode::data_loss, "vad: " + name +
                                                   " is not an ONNX model (protobuf parse failed: "
                                                   "truncated or not ONNX)");
         }
-        if (!model.has_graph()) return fail(not_silero(onnx_path, "the model has no graph"));
+        if (!model.has_graph()) return fail(not_silero(name, "the model has no graph"));
         const onnx::GraphProto* graph = find_16k_graph(model.graph());
         if (graph == nullptr) {
-            return fail(not_silero(onnx_path,
+            return fail(not_silero(name,
                                    "no graph with a 16 kHz STFT basis stft.forward_basis_buffer "
                                    "[258,1,256]"));
         }
-        OMNI_TRY(auto weights, read_weights(GraphIndex(*graph), onnx_path));
+        OMNI_TRY(auto weights, read_weights(GraphIndex(*graph), name));
         return std::shared_ptr<const SileroModel>(new SileroModel(std::move(weights)));
     } catch (const std::bad_alloc&) {
-        return fail(ErrorCode::resource_exhausted, "vad: out of memory reading " + onnx_path);
+        return fail(ErrorCode::resource_exhausted, "vad: out of memory reading " + name);
     }
 }
 

@@ -11,6 +11,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 
 #include "core/error.h"
 
@@ -32,6 +33,9 @@ class SileroModel {
     // ONNX model that is not Silero VAD v5, or weights stored in an unsupported form).
     [[nodiscard]] static Result<std::shared_ptr<const SileroModel>> load(
         const std::string& onnx_path);
+    // The same from the file's bytes (at most 64 MiB); `name` appears in error messages.
+    [[nodiscard]] static Result<std::shared_ptr<const SileroModel>> load_from_bytes(
+        std::string_view onnx_bytes, const std::string& name = "<memory>");
 
     ~SileroModel();
     SileroModel(const SileroModel&) = delete;

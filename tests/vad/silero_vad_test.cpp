@@ -155,6 +155,22 @@ TEST_F(SileroLoadTest, AnOnnxModelThatIsNotSileroIsRejected) {
         << model.error().message;
 }
 
+TEST_F(SileroLoadTest, LoadsFromBytesLikeFromTheFile) {
+    OMNIRT_VAD_MODEL_OR_SKIP(from_file);
+    const std::string bytes = testing::read_file_bytes(default_model_path());
+    auto from_memory = SileroModel::load_from_bytes(bytes, "cached model");
+    ASSERT_TRUE(from_memory) << from_memory.error().to_string();
+    const auto speech = testing::golden_recording("speech");
+    SileroStream a(from_file);
+    SileroStream b(*from_memory);
+    EXPECT_EQ(probabilities_of(a, speech.pcm), probabilities_of(b, speech.pcm));
+
+    auto empty = SileroModel::load_from_bytes("", "nothing");
+    ASSERT_FALSE(empty);
+    EXPECT_EQ(empty.error().code, ErrorCode::data_loss);
+    EXPECT_NE(empty.error().message.find("nothing"), std::string::npos);
+}
+
 TEST_F(SileroLoadTest, TruncatedAndCorruptedModelFilesFailCleanly) {
     const std::string path = default_model_path();
     if (!std::filesystem::exists(path)) GTEST_SKIP() << "no model at " << path;
