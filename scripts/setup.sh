@@ -21,6 +21,9 @@ packages=(
   libcurl4-openssl-dev
   # relay data plane and model compute
   libucx-dev libtorch-dev libgloo-dev libopenblas0-pthread
+  # Silero VAD weights are read from the ONNX file with ONNX's protobuf definitions (src/vad);
+  # espeak-ng speaks the VAD golden recordings (tests/vad/goldens/generate.mjs)
+  libonnx-dev libprotobuf-dev espeak-ng
   # end-to-end tests
   curl
 )
@@ -61,3 +64,6 @@ if [ -e "$blas" ] && command -v update-alternatives >/dev/null; then
   fi
 fi
 echo "setup: all packages present"
+
+# The Silero VAD model file (npm package, pinned, sha256-checked) for server_vad and its tests.
+bash "$(dirname "$0")/fetch_vad_model.sh"

@@ -10,6 +10,7 @@
 #include "cli/bench_pipeline_command.h"
 #include "cli/bench_realtime_command.h"
 #include "cli/bench_speech_command.h"
+#include "cli/bench_vad_command.h"
 #include "cli/config_command.h"
 #include "cli/make_checkpoint_command.h"
 #include "cli/process_command.h"
@@ -37,6 +38,7 @@ int main(int argc, char** argv) {
     omnirt::cli::add_bench_omni_command(*bench, exit_code);
     omnirt::cli::add_bench_speech_command(*bench, exit_code);
     omnirt::cli::add_bench_realtime_command(*bench, exit_code);
+    omnirt::cli::add_bench_vad_command(*bench, exit_code);
     omnirt::cli::add_run_command(app, exit_code);
     omnirt::cli::add_make_checkpoint_command(app, exit_code);
     omnirt::cli::add_serve_command(app, exit_code);
