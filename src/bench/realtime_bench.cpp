@@ -117,6 +117,9 @@ class SessionClient {
         if (options_.max_output_tokens > 0) {
             update["session"]["max_output_tokens"] = options_.max_output_tokens;
         }
+        if (!options_.stage_params.empty()) {
+            update["session"]["stage_params"] = json::parse(options_.stage_params);
+        }
         if (options_.max_talker_frames > 0) {
             update["session"]["stage_sampling"] = {
                 {"talker", {{"max_tokens", options_.max_talker_frames}}}};
@@ -125,8 +128,6 @@ class SessionClient {
         std::thread writer([this] { play(); });
         read_events();
         writer.join();
-        boost::system::error_code ignored;
-        ws_.close(websocket::close_code::normal, ignored);
         return std::move(result_);
     }
 
@@ -165,17 +166,17 @@ class SessionClient {
 
     void play() {
         auto next = Clock::now();
+        {
+            std::lock_guard lock(mutex_);
+            audio_start_ = next;
+        }
         const std::vector<std::int16_t> trailing(
             static_cast<std::size_t>(options_.trailing_silence_ms) * kRate / 1000, 0);
         for (int turn = 0; turn <= options_.turns; ++turn) {
             const bool barge_turn = turn == options_.turns;
             send_audio(speech_.data(), speech_.size(), next);
-            {
-                std::lock_guard lock(mutex_);
-                speech_end_sent_ = Clock::now();
-            }
-            send_audio(trailing.data(), trailing.size(), next);
             if (!barge_turn) {
+                send_audio(trailing.data(), trailing.size(), next);
                 if (!silence_until(next, [&] { return responses_done_ > turn; })) break;
                 continue;
             }
@@ -186,11 +187,17 @@ class SessionClient {
                 barge_sent_ = Clock::now();
             }
             send_audio(speech_.data(), speech_.size(), next);
-            silence_until(next, [&] { return cancelled_; });
+            // An answer that ended before the new speech was detected has nothing to cancel.
+            silence_until(next, [&] { return cancelled_ || responses_done_ > turn; });
             break;
         }
-        std::lock_guard lock(mutex_);
-        finished_ = true;
+        {
+            std::lock_guard lock(mutex_);
+            finished_ = true;
+        }
+        // Ends the reader's blocking read.
+        boost::system::error_code ignored;
+        ws_.next_layer().shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
     }
 
     void read_events() {
@@ -208,11 +215,17 @@ class SessionClient {
             const std::string type = event.value("type", "");
             const auto now = Clock::now();
             std::lock_guard lock(mutex_);
-            if (type == "input_audio_buffer.speech_stopped") {
+            // The audio at session time m ms went out at audio_start_ + m (appends are paced).
+            auto sent_at = [&](const char* field) {
+                return audio_start_ + std::chrono::milliseconds(event.value(field, 0));
+            };
+            if (type == "input_audio_buffer.speech_started") {
+                if (barge_sent_ && !barge_onset_) barge_onset_ = sent_at("audio_start_ms");
+            } else if (type == "input_audio_buffer.speech_stopped") {
                 stopped_ = now;
                 if (!barge_sent_) {
-                    result_.vad_lag_ms.push_back(ms_between(speech_end_sent_, now) -
-                                                 options_.silence_duration_ms);
+                    result_.vad_lag_ms.push_back(
+                        ms_between(sent_at("audio_end_ms"), now) - options_.silence_duration_ms);
                 }
             } else if (type == "response.created") {
                 first_audio_.reset();
@@ -230,8 +243,8 @@ class SessionClient {
                 }
             } else if (type == "response.done") {
                 const std::string status = event["response"].value("status", "");
-                if (status == "cancelled" && barge_sent_) {
-                    result_.barge_ms.push_back(ms_between(*barge_sent_, now));
+                if (status == "cancelled" && barge_onset_) {
+                    result_.barge_ms.push_back(ms_between(*barge_onset_, now));
                     cancelled_ = true;
                 } else if (status != "completed" && status != "incomplete") {
                     result_.error = "response " + status + ": " + event["response"].dump();
@@ -258,7 +271,8 @@ class SessionClient {
     std::mutex write_mutex_;
     std::mutex mutex_;  // the fields below
     SessionResult result_;
-    Clock::time_point speech_end_sent_{};
+    Clock::time_point audio_start_{};                 // when the first append went out
+    std::optional<Clock::time_point> barge_onset_;  // when the barge-in speech's onset went out
     Clock::time_point stopped_{};
     std::optional<Clock::time_point> first_audio_;
     Clock::time_point last_audio_{};
@@ -288,6 +302,9 @@ Result<RealtimeBenchReport> run_realtime_bench(const RealtimeBenchOptions& optio
         if (n < 1 || n > 256) {
             return fail(ErrorCode::invalid_argument, "bench realtime: sessions must be in 1..256");
         }
+    }
+    if (!options.stage_params.empty() && !json::parse(options.stage_params, nullptr, false).is_object()) {
+        return fail(ErrorCode::invalid_argument, "bench realtime: --stage-params must be a JSON object");
     }
     OMNI_TRY(auto speech, load_speech(options.audio_path));
     OMNI_TRY(auto vad, serve::realtime::silero_voice_activity(options.vad_model));

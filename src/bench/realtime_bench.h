@@ -12,12 +12,14 @@
 // Figures per level:
 //   - answer latency: from input_audio_buffer.speech_stopped (the VAD's decision) to the first
 //     response.output_audio.delta, p50 / p99 (what the server adds after the turn ended);
-//   - VAD lag: from the end of the speech in the audio sent to speech_stopped, minus
-//     silence_duration_ms (how late the detector decides), p50;
+//   - VAD lag: from sending the audio at speech_stopped's audio_end_ms + silence_duration_ms
+//     (the silence that decides the turn) to receiving speech_stopped, p50 (appends go out at
+//     real time, so audio at session time m went out m ms after the first);
 //   - audio speed: seconds of answer audio per second of wall time between the first and the
 //     last delta, the slowest session (above 1: faster than real time);
-//   - barge-in: from sending the audio in which the new speech starts to response.done
-//     (cancelled), p50 / p99.
+//   - barge-in: from sending the audio at the new speech's onset (speech_started's
+//     audio_start_ms) to response.done (cancelled), p50 / p99: the detector's window, the
+//     protocol and the cancel.
 //
 // Threads: run_realtime_bench blocks; two threads per session (reader, writer).
 #include <string>
@@ -40,6 +42,9 @@ struct RealtimeBenchOptions {
     // stage_sampling.talker.max_tokens (0: not sent).
     int max_output_tokens = 32;
     int max_talker_frames = 0;
+    // session.stage_params (a JSON object; "" for none), e.g. the demo thinker's token_delay_ms
+    // so that answers stream over time as a model's do.
+    std::string stage_params;
 };
 
 struct RealtimeLevel {

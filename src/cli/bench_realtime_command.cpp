@@ -41,10 +41,18 @@ void add_bench_realtime_command(CLI::App& bench, int& exit_code) {
                         "max_output_tokens of each answer (default 32)");
     command->add_option("--max-talker-frames", options->max_talker_frames,
                         "stage_sampling.talker.max_tokens of each answer (0: not sent; default 0)");
+    command->add_option("--stage-params", options->stage_params,
+                        "session.stage_params as JSON (default for the demo pipeline: "
+                        "{\"thinker\": {\"token_delay_ms\": 40}}, 25 tokens/s)");
     command->add_option("--json", *json_path, "Also write the report as JSON to this file");
     command->callback([options, json_path, &exit_code] {
         spdlog::set_level(spdlog::level::warn);
-        if (options->config_path.empty()) options->config_text = std::string(demo_pipeline_yaml());
+        if (options->config_path.empty()) {
+            options->config_text = std::string(demo_pipeline_yaml());
+            if (options->stage_params.empty()) {
+                options->stage_params = R"({"thinker": {"token_delay_ms": 40}})";
+            }
+        }
         auto report = bench::run_realtime_bench(*options);
         if (!report) {
             std::cerr << "omnirt bench realtime: " << report.error().to_string() << "\n";
