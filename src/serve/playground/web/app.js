@@ -312,6 +312,7 @@ async function toggleVoice() {
     player.unlock();
     session = new RealtimeSession({
         voice: $('voice').value,
+        maxOutputTokens: numberField('max-tokens'),
         apiKey: $('api-key').value.trim(),
         player,
         hooks: {

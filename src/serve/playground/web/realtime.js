@@ -9,12 +9,14 @@ import { base64ToBytes, bytesToBase64 } from './api.js';
 export const kRealtimeRate = 24000;
 const kChunkMs = 40;
 
+// `maxOutputTokens`: the session's cap per response (undefined: the server's).
 // `hooks`: {onEvent(direction, event), onStatus(text), onError(message), onTurn(turn, what)}.
 // `player`: a PcmPlayer; `apiKey`: '' or the key (sent as a subprotocol, as OpenAI's browser
 // clients do, since a browser WebSocket cannot set headers).
 export class RealtimeSession {
-    constructor({ voice, apiKey, player, hooks }) {
+    constructor({ voice, maxOutputTokens, apiKey, player, hooks }) {
         this.voice = voice;
+        this.maxOutputTokens = maxOutputTokens;
         this.apiKey = apiKey;
         this.player = player;
         this.hooks = hooks;
@@ -45,11 +47,12 @@ export class RealtimeSession {
         };
         const output = { format: { type: 'audio/pcm', rate: kRealtimeRate } };
         if (this.voice) output.voice = this.voice;
+        const session = { type: 'realtime', output_modalities: ['audio'] };
+        if (this.maxOutputTokens) session.max_output_tokens = this.maxOutputTokens;
         this.send({
             type: 'session.update',
             session: {
-                type: 'realtime',
-                output_modalities: ['audio'],
+                ...session,
                 audio: {
                     input: {
                         format: { type: 'audio/pcm', rate: kRealtimeRate },
