@@ -21,8 +21,9 @@ packages=(
   libcurl4-openssl-dev
   # relay data plane and model compute
   libucx-dev libtorch-dev libgloo-dev libopenblas0-pthread
-  # end-to-end tests
-  curl
+  # end-to-end tests; the browser tests (tests/browser: headless chromium, and a spoken WAV made
+  # with espeak-ng + sox for the fake microphone)
+  curl chromium espeak-ng sox
 )
 # Node.js drives the end-to-end and tokenizer-oracle tests; a machine that already has node and
 # npm (from any source) keeps them, otherwise Debian's are installed.
