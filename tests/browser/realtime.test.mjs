@@ -6,7 +6,6 @@
 // /v1/realtime with 404 the voice turn is skipped (and the page must say the endpoint is
 // missing instead); once it lands, the same file tests it with no change.
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -14,6 +13,7 @@ import { after, before, test } from 'node:test';
 
 import { startServer } from '../e2e/server.mjs';
 import { hooks, launchBrowser, openPlayground, setGeneration, waitForHooks } from './browser.mjs';
+import { makeSpeechWav } from './speech_wav.mjs';
 
 let dir;
 let server;
@@ -33,34 +33,12 @@ after(async () => {
     if (dir) await rm(dir, { recursive: true, force: true });
 });
 
-function hasTool(name) {
-    try {
-        execFileSync('sh', ['-c', `command -v ${name}`], { stdio: 'ignore' });
-        return true;
-    } catch {
-        return false;
-    }
-}
-
-// 1 s of silence, a spoken sentence, 3 s of silence; PCM16 mono 24 kHz. Chromium loops it.
-function makeSpeechWav() {
-    const spoken = path.join(dir, 'spoken.wav');
-    const mic = path.join(dir, 'mic.wav');
-    execFileSync('espeak-ng', ['-v', 'en-us', '-s', '150', '-w', spoken,
-                               'Hello there. What is the weather like today?']);
-    execFileSync('sox', [spoken, '-r', '24000', '-c', '1', '-b', '16', mic, 'pad', '1', '3']);
-    return mic;
-}
-
 test('a live voice turn: mic up, VAD turn, the reply plays with its TTFA', async (t) => {
     if (realtimeStatus === 404) {
         t.skip('realtime server not on this branch yet (GET /v1/realtime is 404)');
         return;
     }
-    for (const tool of ['espeak-ng', 'sox']) {
-        assert.ok(hasTool(tool), `${tool} makes the microphone input: install it (scripts/setup.sh)`);
-    }
-    const browser = await launchBrowser({ micFile: makeSpeechWav() });
+    const browser = await launchBrowser({ micFile: makeSpeechWav(dir) });
     try {
         const page = await openPlayground(browser, server);
         await page.select('#voice', 'ethan');

@@ -10,6 +10,7 @@ class MicCapture extends AudioWorkletProcessor {
         this.step = sampleRate / targetRate;  // input frames per output frame
         this.position = 0;  // of the next output frame, in input frames of the current block
         this.previous = 0;  // the last input frame of the previous block (position -1)
+        this.chunkFrames = chunkFrames;
         this.chunk = new Int16Array(chunkFrames);
         this.filled = 0;
     }
@@ -39,9 +40,10 @@ class MicCapture extends AudioWorkletProcessor {
     emit(value) {
         const clamped = Math.max(-1, Math.min(1, value));
         this.chunk[this.filled++] = clamped < 0 ? clamped * 0x8000 : clamped * 0x7fff;
-        if (this.filled === this.chunk.length) {
+        if (this.filled === this.chunkFrames) {
+            // Transferring detaches the buffer (its length becomes 0): a fresh one follows.
             this.port.postMessage(this.chunk.buffer, [this.chunk.buffer]);
-            this.chunk = new Int16Array(this.chunk.length);
+            this.chunk = new Int16Array(this.chunkFrames);
             this.filled = 0;
         }
     }
