@@ -227,45 +227,43 @@ function logEvent(direction, event) {
     while (log.childElementCount > 200) log.firstElementChild.remove();
 }
 
-// The realtime session's view of its turns: creates the bubbles and fills the turn record.
+// The realtime session's turns: their bubbles (kept out of the hooks' plain data) and records.
+const voiceBubbles = new WeakMap();  // turn -> {user, assistant}
+
+function onVoiceTurnStart() {
+    const turn = newTurn('voice');
+    voiceBubbles.set(turn, { user: messages.addUser({ voice: true }), assistant: null });
+    return turn;
+}
+
 function onVoiceTurn(turn, what, event) {
     const now = performance.now();
-    if (turn === null) {
-        turn = newTurn('voice');
-        turn.userBubble = messages.addUser({ voice: true });
-        Object.defineProperty(turn, 'userBubble', { enumerable: false });
-        return turn;
-    }
-    const assistant = () => {
-        if (!turn.bubble) {
-            turn.bubble = messages.addAssistant();
-            Object.defineProperty(turn, 'bubble', { enumerable: false });
-        }
-        return turn.bubble;
-    };
+    const bubbles = voiceBubbles.get(turn);
+    const assistant = () => (bubbles.assistant ??= messages.addAssistant());
     const since = () => now - (turn.speechStoppedAt ?? turn.startedAt);
     switch (what) {
         case 'speech_stopped':
-            turn.userBubble.setText('Voice message');
+            turn.speechStoppedAt = now;
+            bubbles.user.setText('Voice message');
             break;
         case 'user_transcript':
-            if (event.transcript) turn.userBubble.setText(event.transcript);
+            if (event.transcript) bubbles.user.setText(event.transcript);
             break;
         case 'item':
             if (event.item?.role === 'assistant') turn.itemId = event.item.id;
             break;
         case 'response_created':
+            turn.responseId = event.response?.id ?? '';
             assistant();
             break;
-        case 'audio': {
-            const bytes = Math.floor(((event.delta ?? '').length * 3) / 4);
+        case 'audio':
             turn.ttfaMs ??= since();
             turn.audioChunks += 1;
-            turn.audioBytes += bytes;
+            turn.audioBytes += Math.floor(((event.delta ?? '').length * 3) / 4) -
+                               ((event.delta ?? '').match(/=*$/)[0].length);
             turn.itemId = event.item_id;
             assistant().setFigures(turn);
             break;
-        }
         case 'text':
             turn.ttftMs ??= since();
             turn.textDeltas += 1;
@@ -273,20 +271,19 @@ function onVoiceTurn(turn, what, event) {
             assistant().setText(turn.text);
             assistant().setFigures(turn);
             break;
-        case 'done':
+        case 'done': {
+            const usage = event.response?.usage;
             turn.done = true;
             turn.totalMs = since();
-            turn.usage = event.response?.usage
-                ? { prompt_tokens: event.response.usage.input_tokens,
-                    completion_tokens: event.response.usage.output_tokens }
-                : null;
+            turn.usage = usage ? { prompt_tokens: usage.input_tokens, completion_tokens: usage.output_tokens }
+                               : null;
             if (turn.text === '') assistant().setText(turn.audioBytes > 0 ? '(speech only)' : '(no reply)');
             assistant().setFigures(turn);
             break;
+        }
         default:
             break;
     }
-    return turn;
 }
 
 function setRealtime(state) {
@@ -322,6 +319,7 @@ async function toggleVoice() {
                 if (state === 'off') session = null;
             },
             onError: (message) => showError(message),
+            onTurnStart: onVoiceTurnStart,
             onTurn: onVoiceTurn,
         },
     });

@@ -10,7 +10,10 @@ export const kRealtimeRate = 24000;
 const kChunkMs = 40;
 
 // `maxOutputTokens`: the session's cap per response (undefined: the server's).
-// `hooks`: {onEvent(direction, event), onStatus(text), onError(message), onTurn(turn, what)}.
+// `hooks`: onEvent(direction, event) for every event in and out; onStatus(state): 'connecting',
+// 'listening', 'thinking', 'speaking', 'off'; onError(message); onTurnStart() -> a new turn
+// (opaque here); onTurn(turn, what, event) with what: 'speech_stopped', 'item',
+// 'user_transcript', 'response_created', 'audio', 'text', 'done'.
 // `player`: a PcmPlayer; `apiKey`: '' or the key (sent as a subprotocol, as OpenAI's browser
 // clients do, since a browser WebSocket cannot set headers).
 export class RealtimeSession {
@@ -101,12 +104,10 @@ export class RealtimeSession {
         switch (event.type) {
             case 'input_audio_buffer.speech_started':
                 this.bargeIn();
-                this.turn = this.hooks.onTurn(null, 'speech_started', event);
+                this.turn = this.hooks.onTurnStart();
                 break;
             case 'input_audio_buffer.speech_stopped':
-                this.turn ??= this.hooks.onTurn(null, 'speech_started', event);
-                this.turn.speechStoppedAt = performance.now();
-                this.hooks.onTurn(this.turn, 'speech_stopped', event);
+                this.hooks.onTurn(this.currentTurn(), 'speech_stopped', event);
                 this.hooks.onStatus('thinking');
                 break;
             case 'conversation.item.added':
@@ -117,21 +118,16 @@ export class RealtimeSession {
                 if (this.turn) this.hooks.onTurn(this.turn, 'user_transcript', event);
                 break;
             case 'response.created':
-                this.turn ??= this.hooks.onTurn(null, 'speech_started', event);
-                this.turn.responseId = event.response?.id ?? '';
-                this.hooks.onTurn(this.turn, 'response_created', event);
+                this.hooks.onTurn(this.currentTurn(), 'response_created', event);
                 break;
-            case 'response.output_audio.delta': {
-                const turn = this.turn ?? this.hooks.onTurn(null, 'speech_started', event);
-                this.turn = turn;
+            case 'response.output_audio.delta':
                 this.player.push(event.item_id, base64ToBytes(event.delta ?? ''));
-                this.hooks.onTurn(turn, 'audio', event);
+                this.hooks.onTurn(this.currentTurn(), 'audio', event);
                 this.hooks.onStatus('speaking');
                 break;
-            }
             case 'response.output_audio_transcript.delta':
             case 'response.output_text.delta':
-                if (this.turn) this.hooks.onTurn(this.turn, 'text', event);
+                this.hooks.onTurn(this.currentTurn(), 'text', event);
                 break;
             case 'response.done':
                 if (this.turn) this.hooks.onTurn(this.turn, 'done', event);
@@ -144,6 +140,13 @@ export class RealtimeSession {
             default:
                 break;
         }
+    }
+
+    // The turn being spoken or answered; a reply without a speech_started first (a response the
+    // server starts by itself) gets one.
+    currentTurn() {
+        this.turn ??= this.hooks.onTurnStart();
+        return this.turn;
     }
 
     // The user spoke over the reply: silence it and tell the server what was heard.
