@@ -8,8 +8,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 
-import { startServer } from '../e2e/server.mjs';
-import { makeBmp } from '../e2e/media_files.mjs';
+import { repoRoot, startServer } from '../e2e/server.mjs';
+import { makeBmp, makeWav } from '../e2e/media_files.mjs';
 import {
     hooks, launchBrowser, openPlayground, sendMessage, setGeneration, waitForHooks,
 } from './browser.mjs';
@@ -111,6 +111,33 @@ test('an attached image goes to the model as an image_url part and adds its toke
     assert.ok(imageTokens > 2, `the image adds tokens to the prompt (got ${imageTokens})`);
     assert.match(await page.$eval('.message.user img', (e) => e.src), /^blob:/);
     assert.equal(await page.$$eval('#attachments li', (l) => l.length), 0, 'sent attachments are cleared');
+    assert.deepEqual(page.problems, []);
+    await page.close();
+});
+
+test('an audio clip and a video go as input_audio and video_url parts, each adding tokens', async () => {
+    const page = await openPlayground(browser, server);
+    await setGeneration(page, { maxTokens: 4, temperature: 0 });
+    const textOnly = await sendMessage(page, 'what happens?');
+    const clip = path.join(dir, 'clip.wav');
+    await writeFile(clip, makeWav({ sampleRate: 16_000, seconds: 1 }));
+    const video = path.join(repoRoot, 'tests', 'media', 'goldens', 'video_h264_aac.mp4');
+    const counts = [];
+    for (const file of [clip, video]) {
+        await page.click('#clear');
+        await (await page.$('#file')).uploadFile(file);
+        await waitForHooks(page, () => document.querySelectorAll('#attachments li').length === 1,
+                           'the attachment chip');
+        const index = await sendMessage(page, 'what happens?');
+        const { stats, state } = await hooks(page);
+        assert.equal(stats.turns[index].error, null, path.basename(file));
+        counts.push(stats.turns[index].usage.prompt_tokens);
+        const types = state.conversation[0].content.map((part) => part.type);
+        assert.deepEqual(types, [file === clip ? 'input_audio' : 'video_url', 'text']);
+    }
+    const base = (await hooks(page)).stats.turns[textOnly].usage.prompt_tokens;
+    assert.ok(counts.every((count) => count > base + 2), `${counts} vs text only ${base}`);
+    assert.equal(await page.$$eval('.message.user audio, .message.user video', (l) => l.length), 1);
     assert.deepEqual(page.problems, []);
     await page.close();
 });
