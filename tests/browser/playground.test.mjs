@@ -7,6 +7,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
+import { setTimeout as delay } from 'node:timers/promises';
 
 import { repoRoot, startServer } from '../e2e/server.mjs';
 import { makeBmp, makeWav } from '../e2e/media_files.mjs';
@@ -162,6 +163,47 @@ test('speak replies streams pcm16 and plays every frame through Web Audio', asyn
                        'the whole reply playing');
     ({ stats } = await hooks(page));
     assert.equal(stats.audioFramesPlayed, kSpeechSamples);
+    assert.deepEqual(page.problems, []);
+    await page.close();
+});
+
+test('Stop ends a spoken reply mid-stream: playback stops, the server lets go, the next turn works', async () => {
+    const page = await openPlayground(browser, server);
+    await page.click('label.switch');
+    // A talker allowed 4000 frames (320 s) would speak for minutes: only Stop ends this turn.
+    await setGeneration(page, { maxTokens: 2000, temperature: 1, seed: 1, maxFrames: 4000 });
+    await page.click('#prompt');
+    await page.keyboard.type('tell me a long story');
+    await page.keyboard.press('Enter');
+    await waitForHooks(page, () => window.omnirtPlayground.stats.audioFramesPlayed > 0, 'speech playing');
+    assert.equal(await page.$eval('#send', (e) => e.textContent), 'Stop');
+    await page.click('#send');
+    await waitForHooks(page, () => window.omnirtPlayground.stats.turns[0].done === true, 'the turn ending');
+    let { stats, state } = await hooks(page);
+    assert.equal(stats.turns[0].error, 'stopped');
+    assert.equal(state.busy, false);
+    assert.equal(state.status, 'ready');
+    assert.equal(await page.$eval('#send', (e) => e.textContent), 'Send');
+    // The page dropped the connection: the server aborts the request and frees its slot (polled
+    // with a hang guard).
+    const deadline = Date.now() + 60_000;
+    for (;;) {
+        const metrics = await fetch(`${server.origin}/metrics`).then((r) => r.text());
+        const inFlight = Number(/^omnirt_http_requests_in_flight (\S+)$/m.exec(metrics)?.[1]);
+        if (inFlight === 0) break;
+        assert.ok(Date.now() < deadline, `the stopped request still holds its slot:\n${metrics}`);
+        await delay(50);
+    }
+    // Nothing was left queued to play after Stop.
+    const played = stats.audioFramesPlayed;
+    ({ stats } = await hooks(page));
+    assert.equal(stats.audioFramesPlayed, played);
+    await setGeneration(page, { maxTokens: 4, temperature: 0, maxFrames: 4 });
+    const next = await sendMessage(page, 'and now briefly');
+    ({ stats, state } = await hooks(page));
+    assert.equal(stats.turns[next].error, null);
+    assert.ok(stats.turns[next].audioBytes > 0);
+    assert.ok(stats.audioFramesPlayed >= played);
     assert.deepEqual(page.problems, []);
     await page.close();
 });

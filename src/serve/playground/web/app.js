@@ -153,10 +153,17 @@ async function sendChat() {
         if (turn.text === '') bubble.setText(turn.audioBytes > 0 ? '(speech only)' : '(no text)');
         setStatus('ready');
     } catch (error) {
-        hooks.state.conversation.pop();  // the user message goes unanswered: not resent
-        turn.error = chatAbort.signal.aborted ? 'stopped' : error.message;
+        const stopped = chatAbort.signal.aborted;
+        if (stopped && turn.text !== '') {
+            // What was said before Stop stays in the conversation, as it stays on screen.
+            hooks.state.conversation.push({ role: 'assistant', content: turn.text });
+        } else {
+            hooks.state.conversation.pop();  // the user message went unanswered: not resent
+        }
+        turn.error = stopped ? 'stopped' : error.message;
         bubble.setError(turn.error);
-        if (!chatAbort.signal.aborted) showError(error.message);
+        if (stopped) setStatus('ready');
+        else showError(error.message);
     } finally {
         turn.done = true;
         turn.totalMs = performance.now() - turn.startedAt;
@@ -342,8 +349,12 @@ function autosize() {
 
 $('composer').addEventListener('submit', (event) => {
     event.preventDefault();
-    if (chatAbort) chatAbort.abort();
-    else sendChat();
+    if (chatAbort) {
+        chatAbort.abort();  // the server sees the disconnect and aborts the request
+        player.stop();
+    } else {
+        sendChat();
+    }
 });
 $('prompt').addEventListener('keydown', (event) => {
     if (event.key === 'Enter' && !event.shiftKey && !event.isComposing) {
