@@ -9,8 +9,10 @@
 //
 // Per turn: speech_started when a 40 ms window's RMS passes a threshold, speech_stopped after
 // 400 ms below it, then conversation.item.added (user), response.created, the assistant item,
-// `replySeconds` of a 220 Hz tone as response.output_audio.delta in 200 ms pieces with a
-// transcript delta, and response.done. Minimal RFC 6455 framing (text, close, ping), no
+// `replySeconds` of a 220 Hz tone as response.output_audio.delta in 200 ms pieces one every
+// `paceMs` (200: real time) with a transcript delta, and response.done. Speech that starts while
+// a response streams interrupts it: two more deltas (already on their way), then response.done
+// with status cancelled. Minimal RFC 6455 framing (text, close, ping), no
 // extensions; enough for one browser.
 import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
@@ -21,11 +23,13 @@ import { repoRoot } from '../e2e/server.mjs';
 
 const kWebDir = path.join(repoRoot, 'src', 'serve', 'playground', 'web');
 const kRate = 24000;
+const kLateDeltas = 2;  // deltas an interrupted response still sends
 const kTypes = { '.html': 'text/html; charset=utf-8', '.js': 'text/javascript; charset=utf-8',
                  '.css': 'text/css; charset=utf-8' };
 
-export async function startFakeRealtimeServer({ replySeconds = 1, voices = ['ethan'] } = {}) {
-    const state = { received: [], appendedSamples: 0, firstAppendAt: 0, lastAppendAt: 0, sockets: new Set() };
+export async function startFakeRealtimeServer({ replySeconds = 1, paceMs = 20, voices = ['ethan'] } = {}) {
+    const state = { received: [], responses: [], appendedSamples: 0, firstAppendAt: 0, lastAppendAt: 0,
+                    sockets: new Set() };
     const server = http.createServer(async (request, response) => {
         const url = new URL(request.url, 'http://x');
         if (url.pathname === '/v1/models') return json(response, { object: 'list', data: [{ id: 'fake-omni' }] });
@@ -52,7 +56,7 @@ export async function startFakeRealtimeServer({ replySeconds = 1, voices = ['eth
         state.sockets.add(socket);
         socket.on('close', () => state.sockets.delete(socket));
         socket.on('error', () => socket.destroy());
-        new Conversation(socket, state, replySeconds);
+        new Conversation(socket, state, { replySeconds, paceMs });
     });
     await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
     const { port } = server.address();
@@ -60,6 +64,8 @@ export async function startFakeRealtimeServer({ replySeconds = 1, voices = ['eth
         origin: `http://127.0.0.1:${port}`,
         get received() { return state.received; },
         get appendedSamples() { return state.appendedSamples; },
+        // Per response: {id, itemId, status, bytesBeforeInterrupt, lateDeltas, interrupted}.
+        get responses() { return state.responses; },
         // Appended audio per second of wall time, from the first append to the last.
         get appendRate() {
             const seconds = (state.lastAppendAt - state.firstAppendAt) / 1000;
@@ -83,10 +89,12 @@ function notFound(response) {
 }
 
 class Conversation {
-    constructor(socket, state, replySeconds) {
+    constructor(socket, state, { replySeconds, paceMs }) {
         this.socket = socket;
         this.state = state;
         this.replySeconds = replySeconds;
+        this.paceMs = paceMs;
+        this.current = null;  // the response still streaming
         this.pending = Buffer.alloc(0);
         this.speaking = false;
         this.quietMs = 0;
@@ -144,6 +152,7 @@ class Conversation {
         this.heardMs += ms;
         if (loud && !this.speaking) {
             this.speaking = true;
+            if (this.current) this.current.interrupted = true;
             this.turns += 1;
             this.send({ type: 'input_audio_buffer.speech_started', audio_start_ms: Math.round(this.heardMs),
                         item_id: `item_user_${this.turns}` });
@@ -164,34 +173,45 @@ class Conversation {
                            content: [{ type: 'input_audio', transcript: null }] };
         const assistantItem = { id: `item_reply_${turn}`, type: 'message', role: 'assistant', content: [] };
         const response = { id: `resp_${turn}`, object: 'realtime.response', status: 'in_progress' };
+        const record = { id: response.id, itemId: assistantItem.id, status: 'in_progress',
+                         bytesBeforeInterrupt: 0, lateDeltas: 0, interrupted: false };
+        this.state.responses.push(record);
+        this.current = record;
         this.send({ type: 'conversation.item.added', item: userItem });
         this.send({ type: 'conversation.item.done', item: userItem });
         this.send({ type: 'response.created', response });
         this.send({ type: 'conversation.item.added', item: assistantItem });
         const pieces = Math.round(this.replySeconds / 0.2);
         const pieceSamples = kRate / 5;
-        for (let i = 0; i < pieces; ++i) {
+        const finish = (status) => {
+            record.status = status;
+            if (this.current === record) this.current = null;
+            this.send({ type: 'conversation.item.done', item: { ...assistantItem, status: 'completed' } });
+            this.send({ type: 'response.done', response: { ...response, status,
+                                                            usage: { input_tokens: 10, output_tokens: pieces } } });
+        };
+        const sendPiece = (i) => {
+            // Interrupted: the deltas already on their way (kLateDeltas) still arrive, then the
+            // response ends as cancelled.
+            if (record.interrupted && record.lateDeltas === kLateDeltas) return finish('cancelled');
+            if (i === pieces) return finish('completed');
             const tone = Buffer.alloc(2 * pieceSamples);
             for (let n = 0; n < pieceSamples; ++n) {
                 const t = (i * pieceSamples + n) / kRate;
                 tone.writeInt16LE(Math.round(6000 * Math.sin(2 * Math.PI * 220 * t)), 2 * n);
             }
-            // Faster than real time, as a server ahead of playback is.
-            this.later(20 * i, () => {
-                this.send({ type: 'response.output_audio.delta', response_id: response.id,
-                            item_id: assistantItem.id, output_index: 0, content_index: 0,
-                            delta: tone.toString('base64') });
-                if (i === 0) {
-                    this.send({ type: 'response.output_audio_transcript.delta', response_id: response.id,
-                                item_id: assistantItem.id, output_index: 0, content_index: 0, delta: 'a tone' });
-                }
-            });
-        }
-        this.later(20 * pieces, () => {
-            this.send({ type: 'conversation.item.done', item: { ...assistantItem, status: 'completed' } });
-            this.send({ type: 'response.done', response: { ...response, status: 'completed',
-                                                            usage: { input_tokens: 10, output_tokens: pieces } } });
-        });
+            this.send({ type: 'response.output_audio.delta', response_id: response.id,
+                        item_id: assistantItem.id, output_index: 0, content_index: 0,
+                        delta: tone.toString('base64') });
+            if (record.interrupted) record.lateDeltas += 1;
+            else record.bytesBeforeInterrupt += tone.length;
+            if (i === 0) {
+                this.send({ type: 'response.output_audio_transcript.delta', response_id: response.id,
+                            item_id: assistantItem.id, output_index: 0, content_index: 0, delta: 'a tone' });
+            }
+            this.later(this.paceMs, () => sendPiece(i + 1));
+        };
+        sendPiece(0);
     }
 
     later(ms, work) {

@@ -44,9 +44,10 @@ test('a live voice turn: mic up, VAD turn, the reply plays with its TTFA', async
         await page.select('#voice', 'ethan');
         await setGeneration(page, { maxTokens: 16, temperature: 0 });
         await page.click('#mic');
-        await waitForHooks(page, () => window.omnirtPlayground.state.realtime !== 'connecting' &&
-                                       window.omnirtPlayground.state.realtime !== 'off',
+        await waitForHooks(page, () => window.omnirtPlayground.state.realtime === 'listening' ||
+                                       window.omnirtPlayground.errors.length > 0,
                            'the realtime session opening');
+        assert.deepEqual((await hooks(page)).errors, [], 'the session opened');
         await waitForHooks(page, () => window.omnirtPlayground.stats.turns.some(
                                        (turn) => turn.kind === 'voice' && turn.ttfaMs !== null),
                            'a voice turn answered with audio');

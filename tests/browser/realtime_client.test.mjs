@@ -1,8 +1,8 @@
 // The playground's realtime voice client in isolation, against a scripted server
 // (fake_realtime_server.mjs) instead of omnirt: what it sends (session.update, 40 ms PCM16 appends
 // at 24 kHz in real time), what it does with the replies (plays them, TTFA from speech_stopped)
-// and the barge-in (speech over a playing reply stops it and truncates the item at what was
-// heard). realtime.test.mjs runs the same page against the real server once it has the endpoint.
+// and the barge-in (speech over a playing reply stops it, truncates the item at what was heard
+// and drops the reply's deltas still on their way). realtime.test.mjs runs the same page against the real server once it has the endpoint.
 import assert from 'node:assert/strict';
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
@@ -19,8 +19,9 @@ let browser;
 
 before(async () => {
     dir = await mkdtemp(path.join(os.tmpdir(), 'omnirt-browser-fake-rt-'));
-    // A reply longer than the input's pause, so the looping input speaks over it.
-    fake = await startFakeRealtimeServer({ replySeconds: 8, voices: ['ethan', 'chelsie'] });
+    // A reply streamed in real time and longer than the input's pause, so the looping input
+    // speaks over it while it still streams.
+    fake = await startFakeRealtimeServer({ replySeconds: 8, paceMs: 200, voices: ['ethan', 'chelsie'] });
     browser = await launchBrowser({ micFile: makeSpeechWav(dir) });
 });
 
@@ -34,8 +35,10 @@ test('voice: mic up in real time, the reply plays, speech over it barges in', as
     const page = await openPlayground(browser, fake);
     await page.select('#voice', 'chelsie');
     await page.click('#mic');
-    await waitForHooks(page, () => window.omnirtPlayground.state.realtime === 'listening',
+    await waitForHooks(page, () => window.omnirtPlayground.state.realtime === 'listening' ||
+                                   window.omnirtPlayground.errors.length > 0,
                        'the session listening');
+    assert.deepEqual((await hooks(page)).errors, [], 'the session opened');
 
     await waitForHooks(page, () => window.omnirtPlayground.stats.turns[0]?.done === true,
                        'the first voice turn answered');
@@ -64,8 +67,14 @@ test('voice: mic up in real time, the reply plays, speech over it barges in', as
     assert.equal(turn.kind, 'voice');
     assert.ok(turn.ttfaMs >= 0 && turn.ttfaMs < 5000, JSON.stringify(turn));
     assert.equal(turn.text, 'a tone');
-    assert.equal(turn.audioBytes, 8 * 24000 * 2);
     assert.deepEqual(turn.usage, { prompt_tokens: 10, completion_tokens: 40 });
+    // The reply was interrupted while it streamed: the deltas that were already on their way
+    // when the user spoke again were dropped, not played or counted.
+    const [reply] = fake.responses;
+    assert.equal(reply.status, 'cancelled');
+    assert.equal(reply.lateDeltas, 2);
+    assert.ok(reply.bytesBeforeInterrupt < 8 * 24000 * 2);
+    assert.equal(turn.audioBytes, reply.bytesBeforeInterrupt);
     assert.match(await page.$eval('.message.assistant [data-figure="ttfa"]', (e) => e.textContent),
                  /^TTFA \d+ ms$/);
     assert.equal(await page.$eval('.message.assistant .text', (e) => e.textContent), 'a tone');

@@ -207,6 +207,7 @@ function renderAttachments() {
         remove.title = `Remove ${attachment.name}`;
         remove.textContent = '×';
         remove.onclick = () => {
+            URL.revokeObjectURL(attachment.previewUrl);
             attachments.splice(index, 1);
             renderAttachments();
         };

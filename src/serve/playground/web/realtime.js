@@ -25,7 +25,13 @@ export class RealtimeSession {
         this.hooks = hooks;
         this.socket = null;
         this.mic = null;
-        this.turn = null;        // the turn being spoken or answered
+        this.turn = null;                // the turn being spoken or answered
+        this.turnsByResponse = new Map();  // response id -> its turn, until response.done
+        // Responses in progress and assistant items heard when the user spoke again: their late
+        // audio deltas (sent before the server saw the interruption) are dropped, not played.
+        this.interruptedResponses = new Set();
+        this.interruptedItems = new Set();
+        this.audioItems = new Set();     // assistant items with audio since the last speech_started
         this.closed = false;
     }
 
@@ -117,23 +123,38 @@ export class RealtimeSession {
             case 'conversation.item.input_audio_transcription.completed':
                 if (this.turn) this.hooks.onTurn(this.turn, 'user_transcript', event);
                 break;
-            case 'response.created':
-                this.hooks.onTurn(this.currentTurn(), 'response_created', event);
+            case 'response.created': {
+                const turn = this.currentTurn();
+                if (event.response?.id) this.turnsByResponse.set(event.response.id, turn);
+                this.hooks.onTurn(turn, 'response_created', event);
                 break;
+            }
             case 'response.output_audio.delta':
+                if (this.interruptedResponses.has(event.response_id) ||
+                    this.interruptedItems.has(event.item_id)) {
+                    break;
+                }
+                this.audioItems.add(event.item_id);
                 this.player.push(event.item_id, base64ToBytes(event.delta ?? ''));
-                this.hooks.onTurn(this.currentTurn(), 'audio', event);
+                this.hooks.onTurn(this.turnOf(event.response_id), 'audio', event);
                 this.hooks.onStatus('speaking');
                 break;
             case 'response.output_audio_transcript.delta':
             case 'response.output_text.delta':
-                this.hooks.onTurn(this.currentTurn(), 'text', event);
+                this.hooks.onTurn(this.turnOf(event.response_id), 'text', event);
                 break;
-            case 'response.done':
-                if (this.turn) this.hooks.onTurn(this.turn, 'done', event);
-                this.turn = null;
-                this.hooks.onStatus('listening');
+            case 'response.done': {
+                const id = event.response?.id;
+                const turn = this.turnsByResponse.get(id) ?? this.turn;
+                this.turnsByResponse.delete(id);
+                this.interruptedResponses.delete(id);
+                if (turn) this.hooks.onTurn(turn, 'done', event);
+                if (turn === this.turn) {
+                    this.turn = null;
+                    this.hooks.onStatus('listening');
+                }
                 break;
+            }
             case 'error':
                 this.hooks.onError(event.error?.message ?? 'realtime error');
                 break;
@@ -149,8 +170,17 @@ export class RealtimeSession {
         return this.turn;
     }
 
-    // The user spoke over the reply: silence it and tell the server what was heard.
+    // The turn a response belongs to (the current one for a response not seen created).
+    turnOf(responseId) {
+        return this.turnsByResponse.get(responseId) ?? this.currentTurn();
+    }
+
+    // The user spoke over the reply: silence it, drop what is still on its way, and tell the
+    // server what was heard.
     bargeIn() {
+        for (const id of this.turnsByResponse.keys()) this.interruptedResponses.add(id);
+        for (const id of this.audioItems) this.interruptedItems.add(id);
+        this.audioItems.clear();
         const cut = this.player.stop();
         if (!cut || !cut.itemId) return;
         this.send({
