@@ -57,11 +57,6 @@ export class PcmPlayer {
         this.segments.push(segment);
     }
 
-    // True while queued audio has not finished playing.
-    get playing() {
-        return this.segments.length > 0;
-    }
-
     // The item whose audio is heard now or queued next ('' when silent).
     get currentItem() {
         return this.segments[0]?.itemId ?? '';
