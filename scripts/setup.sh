@@ -23,9 +23,10 @@ packages=(
   libucx-dev libtorch-dev libgloo-dev libopenblas0-pthread
   # Silero VAD weights are read from the ONNX file with ONNX's protobuf definitions (src/vad);
   # espeak-ng speaks the VAD golden recordings (tests/vad/goldens/generate.mjs)
-  libonnx-dev libprotobuf-dev espeak-ng
-  # end-to-end tests
-  curl
+  libonnx-dev libprotobuf-dev
+  # end-to-end tests; the browser tests (tests/browser: headless chromium, and a spoken WAV made
+  # with espeak-ng + sox for the fake microphone)
+  curl chromium espeak-ng sox
 )
 # Node.js drives the end-to-end and tokenizer-oracle tests; a machine that already has node and
 # npm (from any source) keeps them, otherwise Debian's are installed.

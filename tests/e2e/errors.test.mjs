@@ -65,9 +65,17 @@ describe('API key', () => {
         assertOpenAIError(models.body);
     });
 
-    test('/health needs no key', async () => {
-        const response = await curl({ url: `${server.origin}/health` });
-        assert.equal(response.status, 200);
+    test('/health and the playground page need no key; the voices do', async () => {
+        for (const route of ['/health', '/', '/playground/app.js']) {
+            const response = await curl({ url: `${server.origin}${route}` });
+            assert.equal(response.status, 200, route);
+        }
+        const voices = await curl({ url: `${server.baseURL}/audio/voices` });
+        assert.equal(voices.status, 401);
+        assertOpenAIError(voices.body);
+        const keyed = await curl({ url: `${server.baseURL}/audio/voices`,
+                                   headers: { Authorization: `Bearer ${kKey}` } });
+        assert.equal(keyed.status, 200);
     });
 });
 

@@ -1,4 +1,4 @@
-// GET /health, GET /v1/models and GET /metrics.
+// GET /health, GET /v1/models, GET /v1/audio/voices, GET /metrics and the playground's files.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 
@@ -53,6 +53,35 @@ test('GET /v1/models lists the model', async () => {
     assert.equal(models[0].object, 'model');
     assert.equal(typeof models[0].created, 'number');
     assert.equal(typeof models[0].owned_by, 'string');
+});
+
+test('GET /v1/audio/voices: the demo model lists none', async () => {
+    const response = await curl({ url: `${server.origin}/v1/audio/voices` });
+    assert.equal(response.status, 200);
+    assert.equal(mediaType(response.headers['content-type']), 'application/json');
+    assert.deepEqual(JSON.parse(response.body.toString()), { voices: [] });
+});
+
+// The page's behaviour is tested in a browser (tests/browser); here only how it is served.
+test('GET / and /playground/*: the playground, built in, with its content types', async () => {
+    const page = await curl({ url: `${server.origin}/` });
+    assert.equal(page.status, 200);
+    assert.equal(page.headers['content-type'], 'text/html; charset=utf-8');
+    assert.equal(page.headers['cache-control'], 'no-cache');
+    assert.match(page.headers['content-security-policy'], /default-src 'self'/);
+    const html = page.body.toString();
+    assert.match(html, /<title>omnirt playground<\/title>/);
+    for (const [file, type] of [['app.js', 'text/javascript; charset=utf-8'],
+                                ['mic_capture_worklet.js', 'text/javascript; charset=utf-8'],
+                                ['playground.css', 'text/css; charset=utf-8']]) {
+        const asset = await curl({ url: `${server.origin}/playground/${file}` });
+        assert.equal(asset.status, 200, file);
+        assert.equal(asset.headers['content-type'], type, file);
+        assert.equal(asset.headers['x-content-type-options'], 'nosniff', file);
+        assert.ok(asset.body.length > 100, file);
+    }
+    assert.equal((await curl({ url: `${server.origin}/playground/missing.js` })).status, 404);
+    assert.equal((await curl({ method: 'POST', url: `${server.origin}/`, body: '{}' })).status, 405);
 });
 
 test('GET /metrics: Prometheus text with request counts and stage gauges', async () => {

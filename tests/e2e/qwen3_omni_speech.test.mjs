@@ -119,6 +119,14 @@ test('text only: no audio and no talker', async () => {
     assert.ok(completion.choices[0].message.content.length >= 0);
 });
 
+test('GET /v1/audio/voices lists the talker\'s speakers', async () => {
+    const response = await fetch(`${server.origin}/v1/audio/voices`);
+    assert.equal(response.status, 200);
+    assert.deepEqual(await response.json(), {
+        voices: ['aiden', 'chelsie', 'ethan'].map((id) => ({ id, name: id })),
+    });
+});
+
 test('an unknown voice is a 400 naming the voices', async () => {
     const error = await expectApiError(() => speak({ voice: 'nobody', format: 'wav' }), 400);
     assert.match(error.message, /unknown voice 'nobody'.*ethan/);

@@ -134,5 +134,6 @@ auto accept_request(Exchange& exchange, Parse parse)
 [[nodiscard]] Status add_completion_route(ApiState& state);
 [[nodiscard]] Status add_tokenize_routes(ApiState& state);
 [[nodiscard]] Status add_realtime_route(ApiState& state);
+[[nodiscard]] Status add_playground_routes(ApiState& state);
 
 }  // namespace omnirt::serve::api

@@ -213,6 +213,7 @@ Result<std::unique_ptr<ApiServer>> ApiServer::create(ApiServerOptions options,
     OMNI_RETURN_IF_ERROR(add_completion_route(*state));
     OMNI_RETURN_IF_ERROR(add_tokenize_routes(*state));
     OMNI_RETURN_IF_ERROR(add_realtime_route(*state));
+    OMNI_RETURN_IF_ERROR(add_playground_routes(*state));
     return std::unique_ptr<ApiServer>(new ApiServer(std::move(state)));
 }
 

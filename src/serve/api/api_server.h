@@ -9,6 +9,8 @@
 //   POST /tokenize, /detokenize  the model's tokenizer (vLLM shape; needs a tokenizer)
 //   GET  /metrics                Prometheus text
 //   POST /start_profile, /stop_profile
+//   GET  /v1/audio/voices        the voices the model speaks with
+//   GET  /, /playground/<file>   the browser playground (docs/playground.md)
 //
 // The server never blocks an IO thread: requests go to the pipeline through the client's
 // callback API, responses are written from the coordinator's threads (cheap work) or a small

@@ -1,4 +1,5 @@
-// GET /health, GET /v1/models, GET /metrics, POST /start_profile, POST /stop_profile.
+// GET /health, GET /v1/models, GET /v1/audio/voices, GET /metrics, POST /start_profile,
+// POST /stop_profile.
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
@@ -47,6 +48,19 @@ void models(ApiState& state, std::shared_ptr<http::HttpExchange> http) {
     exchange.respond_json(200, openai::models_json(std::span(&card, 1)));
 }
 
+// {"voices": [{"id", "name"}...]}: the voices a chat request's audio.voice may name, in the
+// model family's order (empty when the model lists none and any voice goes to the pipeline).
+void voices(ApiState& state, std::shared_ptr<http::HttpExchange> http) {
+    Exchange exchange(state, std::move(http), "/v1/audio/voices");
+    if (!authorized(exchange)) return;
+    json list = json::array();
+    for (const std::string& voice : state.options.voices) {
+        list.push_back({{"id", voice}, {"name", voice}});
+    }
+    json body = {{"voices", std::move(list)}};
+    exchange.respond_json(200, body.dump(-1, ' ', false, json::error_handler_t::replace));
+}
+
 void metrics(ApiState& state, std::shared_ptr<http::HttpExchange> http) {
     Exchange exchange(state, std::move(http), "/metrics");
     exchange.respond(200, "text/plain; version=0.0.4", state.metrics.render(state.client.health()));
@@ -87,6 +101,8 @@ Status add_info_routes(ApiState& state) {
         state.http->add_route("GET", "/health", [s](auto http) { health(*s, std::move(http)); }));
     OMNI_RETURN_IF_ERROR(state.http->add_route("GET", "/v1/models",
                                                [s](auto http) { models(*s, std::move(http)); }));
+    OMNI_RETURN_IF_ERROR(state.http->add_route("GET", "/v1/audio/voices",
+                                               [s](auto http) { voices(*s, std::move(http)); }));
     OMNI_RETURN_IF_ERROR(
         state.http->add_route("GET", "/metrics", [s](auto http) { metrics(*s, std::move(http)); }));
     OMNI_RETURN_IF_ERROR(state.http->add_route(

@@ -199,6 +199,42 @@ TEST_F(ApiServerTest, AuthModelAndRouteErrorsHaveTheOpenAIShape) {
     EXPECT_EQ(json::parse(health->body)["stages"].size(), 3u);
 }
 
+TEST_F(ApiServerTest, VoicesListTheOptionsVoicesBehindTheKey) {
+    start({.api_key = "sekret", .voices = {"aiden", "ethan"}});
+    auto missing = call(get("/v1/audio/voices"));
+    ASSERT_TRUE(missing);
+    EXPECT_EQ(missing->status, 401);
+    auto voices = call(
+        "GET /v1/audio/voices HTTP/1.1\r\nHost: t\r\n"
+        "Authorization: Bearer sekret\r\n\r\n");
+    ASSERT_TRUE(voices);
+    ASSERT_EQ(voices->status, 200) << voices->body;
+    EXPECT_EQ(voices->headers["content-type"], "application/json");
+    EXPECT_EQ(json::parse(voices->body),
+              json::parse(R"({"voices": [{"id": "aiden", "name": "aiden"},
+                                         {"id": "ethan", "name": "ethan"}]})"));
+}
+
+TEST_F(ApiServerTest, ThePlaygroundIsPublicWithItsContentTypes) {
+    start({.api_key = "sekret"});
+    auto page = call(get("/"));
+    ASSERT_TRUE(page);
+    ASSERT_EQ(page->status, 200);
+    EXPECT_EQ(page->headers["content-type"], "text/html; charset=utf-8");
+    EXPECT_EQ(page->headers["cache-control"], "no-cache");
+    EXPECT_NE(page->headers["content-security-policy"].find("default-src 'self'"),
+              std::string::npos);
+    EXPECT_NE(page->body.find("/playground/app.js"), std::string::npos);
+    auto script = call(get("/playground/app.js"));
+    ASSERT_TRUE(script);
+    EXPECT_EQ(script->status, 200);
+    EXPECT_EQ(script->headers["content-type"], "text/javascript; charset=utf-8");
+    EXPECT_EQ(script->headers.count("content-security-policy"), 0u);
+    auto missing = call(get("/playground/nothing.js"));
+    ASSERT_TRUE(missing);
+    EXPECT_EQ(missing->status, 404);
+}
+
 TEST_F(ApiServerTest, HostileBodiesGetA400AndTheServerStaysUp) {
     start();
     struct Case {

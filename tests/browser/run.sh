@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Real-browser tests of the playground `omnirt serve` answers at / (tests/browser/*.test.mjs,
+# Node's built-in test runner driving headless chromium through puppeteer-core). Each test file
+# starts its own server on a port the OS picks.
+#
+#   OMNIRT_BIN=/path/to/omnirt bash tests/browser/run.sh [test files...]
+#
+# The browser is $CHROMIUM_BIN or Debian's chromium (scripts/setup.sh installs it). When no
+# browser can start here the suite prints a SKIP line and exits 0: that is the only skip. The
+# realtime voice test makes its microphone input with espeak-ng and sox.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo_root="$(cd "$here/../.." && pwd)"
+export OMNIRT_BIN="${OMNIRT_BIN:-$repo_root/build/bin/omnirt}"
+
+if ! command -v node >/dev/null 2>&1; then
+    echo "browser: 'node' is not installed" >&2
+    exit 1
+fi
+if [[ ! -x "$OMNIRT_BIN" ]]; then
+    echo "browser: no omnirt binary at $OMNIRT_BIN (build it, or set OMNIRT_BIN)" >&2
+    exit 1
+fi
+
+browser="${CHROMIUM_BIN:-}"
+if [[ -z "$browser" ]]; then
+    for name in chromium chromium-browser google-chrome; do
+        if command -v "$name" >/dev/null 2>&1; then
+            browser="$(command -v "$name")"
+            break
+        fi
+    done
+fi
+if [[ -z "$browser" ]]; then
+    echo "SKIP browser_playground: no chromium (install it: scripts/setup.sh, or set CHROMIUM_BIN)"
+    exit 0
+fi
+sandbox=()
+if [[ "$(id -u)" -eq 0 ]]; then sandbox=(--no-sandbox); fi
+if ! timeout 60 "$browser" --headless "${sandbox[@]}" --disable-gpu --dump-dom about:blank \
+        >/dev/null 2>&1; then
+    echo "SKIP browser_playground: $browser cannot start headless here"
+    exit 0
+fi
+export CHROMIUM_BIN="$browser"
+
+# npm writes node_modules/.package-lock.json on every install: its age is the install's.
+installed="$here/node_modules/.package-lock.json"
+if [[ ! -f "$installed" || "$here/package-lock.json" -nt "$installed" ]]; then
+    if ! command -v npm >/dev/null 2>&1; then
+        echo "browser: node_modules needs installing and 'npm' is not installed" >&2
+        exit 1
+    fi
+    (cd "$here" && npm ci --no-audit --no-fund)
+fi
+
+if [[ $# -gt 0 ]]; then
+    files=("$@")
+else
+    files=("$here"/*.test.mjs)
+fi
+cd "$repo_root"
+# One file at a time: each runs a browser and a whole speech pipeline.
+exec node --test --test-concurrency=1 "${files[@]}"
