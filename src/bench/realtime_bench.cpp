@@ -211,7 +211,8 @@ class SessionClient {
                 if (!finished_ && result_.error.empty()) result_.error = "socket: " + ec.message();
                 return;
             }
-            json event = json::parse(boost::beast::buffers_to_string(buffer.data()), nullptr, false);
+            json event =
+                json::parse(boost::beast::buffers_to_string(buffer.data()), nullptr, false);
             const std::string type = event.value("type", "");
             const auto now = Clock::now();
             std::lock_guard lock(mutex_);
@@ -224,8 +225,8 @@ class SessionClient {
             } else if (type == "input_audio_buffer.speech_stopped") {
                 stopped_ = now;
                 if (!barge_sent_) {
-                    result_.vad_lag_ms.push_back(
-                        ms_between(sent_at("audio_end_ms"), now) - options_.silence_duration_ms);
+                    result_.vad_lag_ms.push_back(ms_between(sent_at("audio_end_ms"), now) -
+                                                 options_.silence_duration_ms);
                 }
             } else if (type == "response.created") {
                 first_audio_.reset();
@@ -252,7 +253,8 @@ class SessionClient {
                     const double seconds = static_cast<double>(samples_) / kRate;
                     result_.audio_speed = std::min(
                         result_.audio_speed,
-                        seconds / std::chrono::duration<double>(last_audio_ - *first_audio_).count());
+                        seconds /
+                            std::chrono::duration<double>(last_audio_ - *first_audio_).count());
                 }
                 ++responses_done_;
             } else if (type == "error") {
@@ -271,7 +273,7 @@ class SessionClient {
     std::mutex write_mutex_;
     std::mutex mutex_;  // the fields below
     SessionResult result_;
-    Clock::time_point audio_start_{};                 // when the first append went out
+    Clock::time_point audio_start_{};               // when the first append went out
     std::optional<Clock::time_point> barge_onset_;  // when the barge-in speech's onset went out
     Clock::time_point stopped_{};
     std::optional<Clock::time_point> first_audio_;
@@ -303,8 +305,10 @@ Result<RealtimeBenchReport> run_realtime_bench(const RealtimeBenchOptions& optio
             return fail(ErrorCode::invalid_argument, "bench realtime: sessions must be in 1..256");
         }
     }
-    if (!options.stage_params.empty() && !json::parse(options.stage_params, nullptr, false).is_object()) {
-        return fail(ErrorCode::invalid_argument, "bench realtime: --stage-params must be a JSON object");
+    if (!options.stage_params.empty() &&
+        !json::parse(options.stage_params, nullptr, false).is_object()) {
+        return fail(ErrorCode::invalid_argument,
+                    "bench realtime: --stage-params must be a JSON object");
     }
     OMNI_TRY(auto speech, load_speech(options.audio_path));
     OMNI_TRY(auto vad, serve::realtime::silero_voice_activity(options.vad_model));
@@ -403,7 +407,7 @@ std::string realtime_report_json(const RealtimeBenchReport& report) {
                 {"turns_per_session", report.options.turns},
                 {"silence_duration_ms", report.options.silence_duration_ms},
                 {"levels", levels}}
-               .dump(2);
+        .dump(2);
 }
 
 }  // namespace omnirt::bench

@@ -31,13 +31,13 @@ namespace omnirt::bench {
 
 struct RealtimeBenchOptions {
     std::vector<int> sessions = {1};
-    int turns = 2;                    // measured turns per session, before the barge-in turn
-    std::string config_text;          // the pipeline (YAML); empty: config_path
+    int turns = 2;            // measured turns per session, before the barge-in turn
+    std::string config_text;  // the pipeline (YAML); empty: config_path
     std::string config_path;
-    std::string vad_model;            // Silero VAD v5 ONNX file
-    std::string audio_path;           // a speech recording (any rate; mixed to mono)
-    int silence_duration_ms = 500;    // turn_detection.silence_duration_ms
-    int trailing_silence_ms = 1000;   // silence sent after each recording
+    std::string vad_model;           // Silero VAD v5 ONNX file
+    std::string audio_path;          // a speech recording (any rate; mixed to mono)
+    int silence_duration_ms = 500;   // turn_detection.silence_duration_ms
+    int trailing_silence_ms = 1000;  // silence sent after each recording
     // Caps of each answer, for pipelines of random weights: max_output_tokens and
     // stage_sampling.talker.max_tokens (0: not sent).
     int max_output_tokens = 32;

@@ -161,9 +161,10 @@ int serve(const ServeOptions& options) {
         if (vad) {
             server_options.vad = std::move(*vad);
         } else {
-            spdlog::warn("realtime: no server_vad ({}); sessions commit their audio by hand. "
-                         "scripts/fetch_vad_model.sh fetches the model.",
-                         vad.error().to_string());
+            spdlog::warn(
+                "realtime: no server_vad ({}); sessions commit their audio by hand. "
+                "scripts/fetch_vad_model.sh fetches the model.",
+                vad.error().to_string());
         }
     }
     auto server = serve::api::ApiServer::create(std::move(server_options), client);

@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <deque>
+#include <future>
+#include <thread>
 #include <nlohmann/json.hpp>
 
 #include "serve/realtime/realtime_session.h"
@@ -70,6 +72,18 @@ class FakeBackend final : public ResponseBackend {
     }
     void cancel(const std::string& id, const std::string& reason) override {
         cancelled.push_back(id + ":" + reason);
+        if (deliver_from_another_thread_in_cancel) {
+            // A coordinator that waits for its delivery thread while cancelling: the session
+            // must not hold its lock across cancel(), or this delivery could never run.
+            auto delivered = std::make_shared<std::promise<void>>();
+            auto future = delivered->get_future();
+            std::thread([events = this->events.at(id), delivered] {
+                events.delta(client::OutputDelta{.text = "stale", .audio = {}, .logprobs = {}});
+                delivered->set_value();
+            }).detach();
+            EXPECT_EQ(future.wait_for(std::chrono::seconds(30)), std::future_status::ready)
+                << "cancel() ran with the session's lock held";
+        }
         // An engine that reports the abort at once, on the caller's thread.
         if (auto it = events.find(id); it != events.end()) {
             it->second.end(unexpected<Error>(Error{ErrorCode::aborted, "aborted"}));
@@ -92,6 +106,7 @@ class FakeBackend final : public ResponseBackend {
 
     bool refuse = false;
     bool deliver_during_start = false;
+    bool deliver_from_another_thread_in_cancel = false;
     std::vector<std::string> started;
     std::vector<openai::ChatRequest> requests;
     std::vector<std::string> cancelled;
@@ -218,6 +233,18 @@ TEST_F(SessionTest, SpeechDuringAResponseCancelsItInTheBackend) {
     next("input_audio_buffer.committed");
     next("response.created");
     EXPECT_EQ(backend_.started.size(), 2u);
+}
+
+TEST_F(SessionTest, TheBackendIsNeverCalledWithTheSessionLocked) {
+    open();
+    send({{"type", "conversation.item.create"},
+          {"item", {{"role", "user"}, {"content", {{{"type", "input_text"}, {"text", "hi"}}}}}}});
+    send({{"type", "response.create"}});
+    next("response.created");
+    backend_.deliver_from_another_thread_in_cancel = true;
+    append(2400, 5000);  // barge-in: cancel() from inside the append's handling
+    EXPECT_EQ(next("response.done")["response"]["status"], "cancelled");
+    EXPECT_FALSE(has("response.output_audio_transcript.delta"));  // the stale delta is dropped
 }
 
 TEST_F(SessionTest, TruncationKeepsThePlayedAudioAndTheSpokenPartOfTheTranscript) {

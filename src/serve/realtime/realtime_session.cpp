@@ -91,8 +91,37 @@ void Session::on_binary() {
 }
 
 void Session::on_message(std::string_view text) {
+    std::vector<BackendCall> calls;
+    {
+        std::lock_guard lock(mutex_);
+        handle_message(text);
+        calls.swap(backend_calls_);
+    }
+    run_backend_calls(std::move(calls));
+}
+
+void Session::run_backend_calls(std::vector<BackendCall> calls) {
+    for (auto& call : calls) {
+        if (!call.request) {
+            backend_.cancel(call.id, call.reason);
+            continue;
+        }
+        Status started = backend_.start(call.id, *call.request, std::move(call.events));
+        if (started) continue;
+        std::lock_guard lock(mutex_);
+        if (!response_ || response_->id != call.id) continue;
+        finish_response("failed",
+                        {{"type", "failed"},
+                         {"error",
+                          {{"type", "server_error"},
+                           {"code", to_string(started.error().code)},
+                           {"message", started.error().message}}}},
+                        {});
+    }
+}
+
+void Session::handle_message(std::string_view text) {
     json event = json::parse(text, nullptr, false);
-    std::lock_guard lock(mutex_);
     if (closed_) return;
     if (event.is_discarded()) {
         error(event_error("invalid_json", "the message is not valid JSON"), "");
@@ -316,10 +345,15 @@ void Session::clear_audio() {
 }
 
 void Session::close() {
-    std::lock_guard lock(mutex_);
-    if (closed_) return;
-    closed_ = true;  // nobody to tell: the cancellation below sends nothing
-    if (response_) cancel_response("client_disconnected");
+    std::vector<BackendCall> calls;
+    {
+        std::lock_guard lock(mutex_);
+        if (closed_) return;
+        closed_ = true;  // nobody to tell: the cancellation below sends nothing
+        if (response_) cancel_response("client_disconnected");
+        calls.swap(backend_calls_);
+    }
+    run_backend_calls(std::move(calls));
 }
 
 Session::Stats Session::stats() const {

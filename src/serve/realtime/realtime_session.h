@@ -6,7 +6,9 @@
 //
 // Thread safety: every public method may be called from any thread (one mutex; the backend's
 // events arrive on the pipeline's threads). `send` is called with the session's lock held and
-// must not block or call back into the session.
+// must not block or call back into the session. The backend is never called with the lock
+// held: its events take the lock, and a backend that holds its own lock while delivering one
+// (the coordinator does) would otherwise deadlock against a cancel.
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -81,6 +83,15 @@ class Session : public std::enable_shared_from_this<Session> {
     struct Response;
     using Clock = std::chrono::steady_clock;
 
+    // A start or cancel for the backend, queued under the lock and run after it is released.
+    struct BackendCall {
+        std::string id;
+        std::optional<openai::ChatRequest> request;  // set: start; else cancel
+        ResponseBackend::Events events;
+        std::string reason;
+    };
+    void run_backend_calls(std::vector<BackendCall> calls);
+    void handle_message(std::string_view text);
     void dispatch(const nlohmann::json& event, const std::string& event_id);
     void emit(nlohmann::json event);
     void error(const openai::ProtocolError& error, const std::string& event_id);
@@ -103,6 +114,7 @@ class Session : public std::enable_shared_from_this<Session> {
     // responses (session_response.cpp)
     void create_response(const nlohmann::json& params, const std::string& event_id);
     void on_delta(const std::string& response_id, const client::OutputDelta& delta);
+    void handle_delta(const std::string& response_id, const client::OutputDelta& delta);
     void on_end(const std::string& response_id, const Result<client::FinalOutput>& end);
     void start_output_item();
     void finish_output_item(const std::string& status);
@@ -127,6 +139,7 @@ class Session : public std::enable_shared_from_this<Session> {
     std::optional<std::int64_t> speech_;  // session position where speech started
     std::string speech_item_id_;          // the item the speech will become
     std::unique_ptr<Response> response_;
+    std::vector<BackendCall> backend_calls_;
     Stats stats_;
 };
 

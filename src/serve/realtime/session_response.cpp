@@ -196,17 +196,8 @@ void Session::create_response(const json& params, const std::string& event_id) {
                                        [weak, id](const Result<client::FinalOutput>& end) {
                                            if (auto self = weak.lock()) self->on_end(id, end);
                                        }};
-    if (auto started = backend_.start(id, request, std::move(events)); !started) {
-        if (response_ && response_->id == id) {
-            finish_response("failed",
-                            {{"type", "failed"},
-                             {"error",
-                              {{"type", "server_error"},
-                               {"code", to_string(started.error().code)},
-                               {"message", started.error().message}}}},
-                            {});
-        }
-    }
+    backend_calls_.push_back(
+        {.id = id, .request = std::move(request), .events = std::move(events), .reason = {}});
 }
 
 void Session::start_output_item() {
@@ -231,7 +222,16 @@ void Session::start_output_item() {
 }
 
 void Session::on_delta(const std::string& response_id, const client::OutputDelta& delta) {
-    std::lock_guard lock(mutex_);
+    std::vector<BackendCall> calls;
+    {
+        std::lock_guard lock(mutex_);
+        handle_delta(response_id, delta);
+        calls.swap(backend_calls_);
+    }
+    run_backend_calls(std::move(calls));
+}
+
+void Session::handle_delta(const std::string& response_id, const client::OutputDelta& delta) {
     if (closed_ || !response_ || response_->id != response_id) return;
     Response& r = *response_;
     if (!r.item_started) start_output_item();
@@ -254,7 +254,8 @@ void Session::on_delta(const std::string& response_id, const client::OutputDelta
                 "failed",
                 {{"type", "failed"}, {"error", {{"type", "server_error"}, {"message", reason}}}},
                 {});
-            backend_.cancel(response_id, reason);
+            backend_calls_.push_back(
+                {.id = response_id, .request = {}, .events = {}, .reason = reason});
             return;
         }
         if (pcm->empty()) return;
@@ -379,8 +380,9 @@ void Session::cancel_response(const std::string& reason) {
     if (response_->item_started) finish_output_item("incomplete");
     finish_response("cancelled", {{"type", "cancelled"}, {"reason", reason}}, {});
     ++stats_.cancelled;
-    // The backend's end event for it finds no response of that id and is dropped.
-    backend_.cancel(id, reason);
+    // Once the lock is released. The backend's end event for it finds no response of that id
+    // and is dropped.
+    backend_calls_.push_back({.id = id, .request = {}, .events = {}, .reason = reason});
 }
 
 }  // namespace omnirt::serve::realtime

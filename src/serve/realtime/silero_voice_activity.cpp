@@ -27,17 +27,16 @@ class SileroVoiceActivity final : public VoiceActivity {
 
 Result<VoiceActivityFactory> silero_voice_activity(const std::string& model_path) {
     OMNI_TRY(auto model, vad::SileroModel::load(model_path));
-    return VoiceActivityFactory(
-        [model](const TurnDetection& detection,
-                int sample_rate) -> Result<std::unique_ptr<VoiceActivity>> {
-            vad::TurnDetectionOptions options{
-                .threshold = static_cast<float>(detection.threshold),
-                .prefix_padding_ms = static_cast<int>(detection.prefix_padding_ms),
-                .silence_duration_ms = static_cast<int>(detection.silence_duration_ms)};
-            OMNI_TRY(auto detector, vad::TurnDetector::create(model, options, sample_rate));
-            return std::unique_ptr<VoiceActivity>(
-                std::make_unique<SileroVoiceActivity>(std::move(detector)));
-        });
+    return VoiceActivityFactory([model](const TurnDetection& detection,
+                                        int sample_rate) -> Result<std::unique_ptr<VoiceActivity>> {
+        vad::TurnDetectionOptions options{
+            .threshold = static_cast<float>(detection.threshold),
+            .prefix_padding_ms = static_cast<int>(detection.prefix_padding_ms),
+            .silence_duration_ms = static_cast<int>(detection.silence_duration_ms)};
+        OMNI_TRY(auto detector, vad::TurnDetector::create(model, options, sample_rate));
+        return std::unique_ptr<VoiceActivity>(
+            std::make_unique<SileroVoiceActivity>(std::move(detector)));
+    });
 }
 
 }  // namespace omnirt::serve::realtime
