@@ -41,7 +41,10 @@ void AbortTimer::run() {
         }
         auto first = armed_.begin();
         if (Clock::now() < first->first.first) {
-            wake_.wait_until(lock, first->first.first);
+            // A copy: wait_until reads the deadline again after waking, and meanwhile disarm()
+            // may have erased the node that holds it.
+            const Clock::time_point deadline = first->first.first;
+            wake_.wait_until(lock, deadline);
             continue;
         }
         auto callback = std::move(first->second);
