@@ -97,8 +97,8 @@ struct SessionResult {
 class SessionClient {
   public:
     SessionClient(std::uint16_t port, const RealtimeBenchOptions& options,
-                  const std::vector<std::int16_t>& speech)
-        : options_(options), speech_(speech), ws_(io_) {
+                  const std::vector<std::int16_t>& speech, std::chrono::milliseconds start_delay)
+        : options_(options), speech_(speech), start_delay_(start_delay), ws_(io_) {
         asio::ip::tcp::endpoint endpoint(asio::ip::make_address("127.0.0.1"), port);
         ws_.next_layer().connect(endpoint);
         ws_.handshake("127.0.0.1", "/v1/realtime");
@@ -165,7 +165,7 @@ class SessionClient {
     }
 
     void play() {
-        auto next = Clock::now();
+        auto next = Clock::now() + start_delay_;
         {
             std::lock_guard lock(mutex_);
             audio_start_ = next;
@@ -268,6 +268,7 @@ class SessionClient {
 
     const RealtimeBenchOptions& options_;
     const std::vector<std::int16_t>& speech_;
+    const std::chrono::milliseconds start_delay_;  // staggers the sessions' turns
     asio::io_context io_;
     websocket::stream<asio::ip::tcp::socket> ws_;
     std::mutex write_mutex_;
@@ -330,10 +331,15 @@ Result<RealtimeBenchReport> run_realtime_bench(const RealtimeBenchOptions& optio
     for (int sessions : options.sessions) {
         std::vector<SessionResult> results(static_cast<std::size_t>(sessions));
         std::vector<std::thread> threads;
+        // Independent speakers: the sessions' turns are spread evenly over one turn's length
+        // (with --lockstep every session ends its turn at the same moment, the worst case).
+        const auto turn_ms =
+            static_cast<std::int64_t>(speech.size()) * 1000 / kRate + options.trailing_silence_ms;
         for (int i = 0; i < sessions; ++i) {
-            threads.emplace_back([&, i] {
+            const std::chrono::milliseconds delay(options.lockstep ? 0 : turn_ms * i / sessions);
+            threads.emplace_back([&, i, delay] {
                 try {
-                    SessionClient session(server->port(), options, speech);
+                    SessionClient session(server->port(), options, speech, delay);
                     results[static_cast<std::size_t>(i)] = session.run();
                 } catch (const std::exception& e) {
                     results[static_cast<std::size_t>(i)].error = e.what();

@@ -5,7 +5,8 @@
 // The bench runs a pipeline (the demo pipeline unless a config is given) and the API server in
 // this process, with server VAD (Silero, the model file of `vad_model`), and opens `sessions`
 // WebSocket clients. Each session streams a speech recording followed by silence, at real time
-// in 20 ms appends (as a microphone would), `turns` times; the server detects the end of each
+// in 20 ms appends (as a microphone would), `turns` times, the sessions' starts spread over one
+// turn (or all at once with `lockstep`); the server detects the end of each
 // turn and answers with speech. A last turn per session measures barge-in: the client starts
 // speaking again as soon as the answer's first audio arrives.
 //
@@ -45,6 +46,9 @@ struct RealtimeBenchOptions {
     // session.stage_params (a JSON object; "" for none), e.g. the demo thinker's token_delay_ms
     // so that answers stream over time as a model's do.
     std::string stage_params;
+    // Every session starts its turns at the same moment (the worst case) instead of spread over
+    // one turn's length (independent speakers).
+    bool lockstep = false;
 };
 
 struct RealtimeLevel {

@@ -44,6 +44,9 @@ void add_bench_realtime_command(CLI::App& bench, int& exit_code) {
     command->add_option("--stage-params", options->stage_params,
                         "session.stage_params as JSON (default for the demo pipeline: "
                         "{\"thinker\": {\"token_delay_ms\": 40}}, 25 tokens/s)");
+    command->add_flag("--lockstep", options->lockstep,
+                      "Start every session's turns at the same moment (default: spread over one "
+                      "turn, as independent speakers)");
     command->add_option("--json", *json_path, "Also write the report as JSON to this file");
     command->callback([options, json_path, &exit_code] {
         spdlog::set_level(spdlog::level::warn);

@@ -7,8 +7,8 @@
 
 #include <deque>
 #include <future>
-#include <thread>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "serve/realtime/realtime_session.h"
 
