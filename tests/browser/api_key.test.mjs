@@ -58,3 +58,17 @@ test('the page is public; its API calls need the key the user enters', async () 
     assert.equal(stats.turns[index].usage.completion_tokens, 4);
     assert.deepEqual(page.problems, []);
 });
+
+test('a voice session without the key is refused, and the page says so', async () => {
+    const page = await openPlayground(browser, server);
+    page.problems.length = 0;
+    await page.click('#mic');
+    await waitForHooks(page, () => window.omnirtPlayground.errors.some((e) => /realtime/.test(e)) &&
+                                   window.omnirtPlayground.state.realtime === 'off',
+                       'the refused session shown');
+    const { errors } = await hooks(page);
+    assert.match(errors.find((e) => /realtime/.test(e)), /\/v1\/realtime/);
+    // The browser logs the refused WebSocket handshake (401); nothing else may go wrong.
+    assert.deepEqual(page.problems.filter((p) => !/WebSocket connection to .* failed|401/.test(p)), []);
+    await page.close();
+});

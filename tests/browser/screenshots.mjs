@@ -2,9 +2,9 @@
 //
 //   node tests/browser/screenshots.mjs        # writes docs/images/playground-*.png
 //
-// The chat and attachment shots are of the real `omnirt serve` (the Qwen3-Omni speech pipeline on
-// the tiny checkpoint: random weights, so the words are arbitrary, the figures real); the voice
-// shot is of the scripted realtime server the client tests use.
+// The shots are of the real `omnirt serve` (the Qwen3-Omni speech pipeline on the tiny checkpoint:
+// random weights, so the words are arbitrary, the figures real), the voice one with the server
+// VAD of the model the setup cached.
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -12,7 +12,6 @@ import path from 'node:path';
 import { repoRoot, startServer } from '../e2e/server.mjs';
 import { makeWav } from '../e2e/media_files.mjs';
 import { launchBrowser, openPlayground, sendMessage, setGeneration, waitForHooks } from './browser.mjs';
-import { startFakeRealtimeServer } from './fake_realtime_server.mjs';
 import { makeSpeechWav } from './speech_wav.mjs';
 
 const out = path.join(repoRoot, 'docs', 'images');
@@ -42,8 +41,10 @@ function gradientBmp(width, height) {
 }
 
 const dir = await mkdtemp(path.join(os.tmpdir(), 'omnirt-shots-'));
-const server = await startServer({ pipeline: 'default', env: { OMNIRT_CACHE_DIR: dir }, startTimeoutMs: 120_000 });
-const fake = await startFakeRealtimeServer({ replySeconds: 2, voices: ['aiden', 'chelsie', 'ethan'] });
+const vadModel = path.join(process.env.OMNIRT_CACHE_DIR || path.join(os.homedir(), '.cache', 'omnirt'),
+                           'silero_vad', 'silero_vad_v5.onnx');
+const server = await startServer({ pipeline: 'default', args: ['--vad-model', vadModel],
+                                   env: { OMNIRT_CACHE_DIR: dir }, startTimeoutMs: 120_000 });
 const browser = await launchBrowser({ micFile: makeSpeechWav(dir) });
 try {
     // 1. A chat: a text turn, then a spoken one.
@@ -74,8 +75,10 @@ try {
     await page.screenshot({ path: path.join(out, 'playground-attachments.png') });
     await page.close();
 
-    // 3. A voice session (scripted server): a turn, its TTFA, the event log.
-    page = await openPlayground(browser, fake, size);
+    // 3. A voice session: a turn, its TTFA, the event log.
+    page = await openPlayground(browser, server, size);
+    await page.select('#voice', 'ethan');
+    await setGeneration(page, { maxTokens: 16, temperature: 0, maxFrames: 25 });
     await page.click('#mic');
     await waitForHooks(page, () => window.omnirtPlayground.stats.turns[0]?.done === true, 'a voice turn');
     await page.evaluate(() => { document.querySelector('details.events').open = true; });
@@ -83,7 +86,6 @@ try {
     await page.close();
 } finally {
     await browser.close();
-    await fake.close();
     await server.stop();
     await rm(dir, { recursive: true, force: true });
 }

@@ -318,6 +318,7 @@ async function toggleVoice() {
     session = new RealtimeSession({
         voice: $('voice').value,
         maxOutputTokens: numberField('max-tokens'),
+        maxFrames: numberField('max-frames'),
         apiKey: $('api-key').value.trim(),
         player,
         hooks: {

@@ -17,9 +17,10 @@ const kChunkMs = 40;
 // `player`: a PcmPlayer; `apiKey`: '' or the key (sent as a subprotocol, as OpenAI's browser
 // clients do, since a browser WebSocket cannot set headers).
 export class RealtimeSession {
-    constructor({ voice, maxOutputTokens, apiKey, player, hooks }) {
+    constructor({ voice, maxOutputTokens, maxFrames, apiKey, player, hooks }) {
         this.voice = voice;
         this.maxOutputTokens = maxOutputTokens;
+        this.maxFrames = maxFrames;
         this.apiKey = apiKey;
         this.player = player;
         this.hooks = hooks;
@@ -58,6 +59,8 @@ export class RealtimeSession {
         if (this.voice) output.voice = this.voice;
         const session = { type: 'realtime', output_modalities: ['audio'] };
         if (this.maxOutputTokens) session.max_output_tokens = this.maxOutputTokens;
+        // omnirt's extension, as in chat: caps the speech frames of each answer.
+        if (this.maxFrames) session.stage_sampling = { talker: { max_tokens: this.maxFrames } };
         this.send({
             type: 'session.update',
             session: {
