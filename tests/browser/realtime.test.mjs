@@ -67,6 +67,7 @@ test('a live voice turn: mic up, VAD turn, the reply plays with its TTFA', async
             type: 'realtime',
             output_modalities: ['audio'],
             max_output_tokens: 16,
+            stage_sampling: { talker: { max_tokens: 50 } },  // the Max frames field's default
             audio: {
                 input: { format: { type: 'audio/pcm', rate: 24000 }, turn_detection: { type: 'server_vad' } },
                 output: { format: { type: 'audio/pcm', rate: 24000 }, voice: 'ethan' },
