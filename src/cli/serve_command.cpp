@@ -34,6 +34,7 @@ struct ServeOptions {
     int port = 8000;
     std::string api_key;
     std::size_t max_concurrency = 0;
+    std::size_t max_queue = 0;
     std::string log_level = "info";
     std::vector<std::string> overrides;
     std::string allowed_media_dir;
@@ -145,6 +146,7 @@ int serve(const ServeOptions& options) {
         .model_name = options.model_name.empty() ? config->resolved_name() : options.model_name,
         .api_key = options.api_key,
         .max_concurrency = options.max_concurrency,
+        .max_queue = options.max_queue,
         .request_timeout =
             std::chrono::milliseconds(static_cast<std::int64_t>(options.request_timeout_s * 1000)),
         .profile_dir = options.profile_dir};
@@ -250,7 +252,11 @@ void add_serve_command(CLI::App& app, int& exit_code) {
                      "OMNIRT_API_KEY, which keeps the key out of the process list)")
         ->envname("OMNIRT_API_KEY");
     command->add_option("--max-concurrency", options->max_concurrency,
-                        "Generation requests at once; more get 429 (default 0: no limit)");
+                        "Generation requests at once; more wait (--max-queue) or get 429 "
+                        "(default 0: no limit)");
+    command->add_option("--max-queue", options->max_queue,
+                        "Requests beyond --max-concurrency that wait for a slot; beyond them 429 "
+                        "with Retry-After (default 0: no waiting)");
     command->add_option("--log-level", options->log_level,
                         "trace, debug, info, warn, error, critical, off (default info)");
     command->add_option("--set", options->overrides, "Override a config field: path=value");

@@ -3,7 +3,10 @@
 // answer. Not a public header.
 #include <atomic>
 #include <chrono>
+#include <deque>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -32,6 +35,14 @@ struct ApiServer::State {
     std::unique_ptr<http::HttpServer> http;
     std::atomic<std::uint64_t> id_counter{0};
     std::atomic<std::size_t> realtime_sessions{0};
+    // Admission (admission.cpp): requests waiting for a generation slot, in arrival order.
+    struct Waiting {
+        std::unique_ptr<class Exchange> exchange;
+        std::function<void(std::unique_ptr<class Exchange>)> proceed;
+    };
+    std::mutex admission_mutex;
+    std::deque<Waiting> waiting;           // guarded by admission_mutex
+    double mean_generation_seconds = 1.0;  // guarded by admission_mutex (moving average)
 
     State(ApiServerOptions options_in, client::Client& client_in)
         : options(std::move(options_in)), client(client_in) {}
@@ -61,8 +72,8 @@ class Exchange {
     bool write(std::string chunk);
     bool finish();
 
-    // Takes a generation slot (429 when --max-concurrency is reached; answered here, false).
-    bool admit();
+    // Marks the exchange as holding a generation slot (admission.cpp): released when it ends.
+    void hold_slot();
 
   private:
     void record(int status);
@@ -73,6 +84,7 @@ class Exchange {
     Clock::time_point arrival_;
     bool recorded_ = false;
     bool admitted_ = false;
+    Clock::time_point admitted_at_{};
     bool streaming_ = false;
 };
 
@@ -126,6 +138,18 @@ auto accept_request(Exchange& exchange, Parse parse)
     }
     return std::move(*request);
 }
+
+// Generation slots (--max-concurrency) and the queue before them (--max-queue); admission.cpp.
+// Runs `proceed` with the exchange holding a slot: at once when one is free, otherwise later, on
+// the work pool, when one frees up (first come, first served). A full queue is a 429 with
+// Retry-After, answered here. A queued client that disconnects leaves the queue.
+void admit(std::unique_ptr<Exchange> exchange,
+           std::function<void(std::unique_ptr<Exchange>)> proceed);
+// A slot without queueing (realtime responses): false when none is free.
+[[nodiscard]] bool try_acquire_slot(ApiState& state);
+// Gives a slot back: to the first request waiting, or to the pool. `seconds` (>= 0) is how long
+// the generation held it (for Retry-After estimates); negative: not counted.
+void release_slot(ApiState& state, double seconds);
 
 // Endpoint registration, one per file.
 [[nodiscard]] Status add_info_routes(ApiState& state);

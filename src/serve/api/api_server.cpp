@@ -19,8 +19,8 @@ Exchange::~Exchange() {
     // stream that never finished counts as the client leaving when it did.
     if (!recorded_) record(http_->disconnected() ? 499 : (streaming_ ? 200 : 500));
     if (admitted_) {
-        state_.generating.fetch_sub(1);
         state_.metrics.request_ended();
+        release_slot(state_, std::chrono::duration<double>(Clock::now() - admitted_at_).count());
     }
 }
 
@@ -62,20 +62,10 @@ bool Exchange::finish() {
     return finished;
 }
 
-bool Exchange::admit() {
-    std::size_t limit = state_.options.max_concurrency;
-    std::size_t now = state_.generating.fetch_add(1) + 1;
-    if (limit != 0 && now > limit) {
-        state_.generating.fetch_sub(1);
-        respond_error({429,
-                       "too many concurrent requests: the server takes at most " +
-                           std::to_string(limit) + " at once (--max-concurrency)",
-                       "rate_limit_error", "", "rate_limit_exceeded"});
-        return false;
-    }
+void Exchange::hold_slot() {
     admitted_ = true;
+    admitted_at_ = Clock::now();
     state_.metrics.request_started();
-    return true;
 }
 
 namespace {

@@ -42,7 +42,10 @@ namespace omnirt::serve::api {
 struct ApiServerOptions {
     std::string model_name;  // the id /v1/models lists; requests naming another model get 404
     std::string api_key;     // non-empty: /v1/* and the profiler need "Authorization: Bearer KEY"
-    std::size_t max_concurrency = 0;  // generation requests at once; beyond it 429. 0: no limit
+    std::size_t max_concurrency = 0;  // generation requests at once; 0: no limit
+    // Requests beyond max_concurrency that wait for a slot (first come, first served); beyond
+    // them 429 with Retry-After. 0: no waiting.
+    std::size_t max_queue = 0;
     // Per-request deadline (the request fails with 504 when it passes). 0: none.
     std::chrono::milliseconds request_timeout{0};
     // Where profiler traces go: start_profile writes {dir}/trace-{stage}-{pid}.json templates.

@@ -197,12 +197,14 @@ void chat(ApiState& state, std::shared_ptr<http::HttpExchange> http) {
             return;
         }
     }
-    if (!exchange->admit()) return;
-    OmniRequest omni = openai::to_omni_request(*request);
-    auto call =
-        std::make_shared<ChatCall>(std::move(exchange), openai::completion_id(next_id_seed(state)),
-                                   std::move(*request), *format);
-    call->run(std::move(omni));
+    admit(std::move(exchange), [&state, request = std::move(*request),
+                                format = *format](std::unique_ptr<Exchange> admitted) mutable {
+        OmniRequest omni = openai::to_omni_request(request);
+        auto call = std::make_shared<ChatCall>(std::move(admitted),
+                                               openai::completion_id(next_id_seed(state)),
+                                               std::move(request), format);
+        call->run(std::move(omni));
+    });
 }
 
 }  // namespace

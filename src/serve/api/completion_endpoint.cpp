@@ -100,11 +100,15 @@ void completion(ApiState& state, std::shared_ptr<http::HttpExchange> http) {
     auto request = accept_request(*exchange, [&](std::string_view body) {
         return openai::parse_completion_request(body, state.options.limits);
     });
-    if (!request || !exchange->admit()) return;
-    OmniRequest omni = openai::to_omni_request(*request);
-    auto call = std::make_shared<CompletionCall>(
-        std::move(exchange), openai::text_completion_id(next_id_seed(state)), std::move(*request));
-    call->run(std::move(omni));
+    if (!request) return;
+    admit(std::move(exchange),
+          [&state, request = std::move(*request)](std::unique_ptr<Exchange> admitted) mutable {
+              OmniRequest omni = openai::to_omni_request(request);
+              auto call = std::make_shared<CompletionCall>(
+                  std::move(admitted), openai::text_completion_id(next_id_seed(state)),
+                  std::move(request));
+              call->run(std::move(omni));
+          });
 }
 
 }  // namespace

@@ -120,6 +120,9 @@ std::string ServerMetrics::render(const pipeline::HealthReport& health) const {
     }
     header(out, "omnirt_http_requests_in_flight", "gauge", "Generation requests being served.");
     sample(out, "omnirt_http_requests_in_flight", "", static_cast<double>(in_flight()));
+    header(out, "omnirt_http_requests_queued", "gauge",
+           "Generation requests waiting for a slot (--max-queue).");
+    sample(out, "omnirt_http_requests_queued", "", static_cast<double>(queued()));
     header(out, "omnirt_time_to_first_token_seconds", "histogram",
            "Time from a request's arrival to its first text delta.");
     first_token_.render(out, "omnirt_time_to_first_token_seconds", "");

@@ -38,6 +38,9 @@ class ServerMetrics {
     void request_started() { in_flight_.fetch_add(1); }
     void request_ended() { in_flight_.fetch_sub(1); }
     [[nodiscard]] std::int64_t in_flight() const { return in_flight_.load(); }
+    // Requests waiting for a generation slot (--max-queue).
+    void set_queued(std::int64_t queued) { queued_.store(queued); }
+    [[nodiscard]] std::int64_t queued() const { return queued_.load(); }
 
     void record_time_to_first_token(double seconds) { first_token_.observe(seconds); }
     void record_time_to_first_audio(double seconds) { first_audio_.observe(seconds); }
@@ -54,6 +57,7 @@ class ServerMetrics {
     mutable std::mutex mutex_;
     std::map<std::string, EndpointStats, std::less<>> endpoints_;  // guarded by mutex_
     std::atomic<std::int64_t> in_flight_{0};
+    std::atomic<std::int64_t> queued_{0};
     Histogram first_token_;
     Histogram first_audio_;
     Histogram chunk_gap_;

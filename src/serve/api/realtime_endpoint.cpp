@@ -55,12 +55,11 @@ class PipelineBackend final : public realtime::ResponseBackend {
 
     Status start(const std::string& response_id, const openai::ChatRequest& request,
                  Events events) override {
-        const std::size_t limit = state_.options.max_concurrency;
-        if (state_.generating.fetch_add(1) + 1 > limit && limit != 0) {
-            state_.generating.fetch_sub(1);
+        if (!try_acquire_slot(state_)) {
             return fail(ErrorCode::resource_exhausted,
                         "too many concurrent requests: the server takes at most " +
-                            std::to_string(limit) + " at once (--max-concurrency)");
+                            std::to_string(state_.options.max_concurrency) +
+                            " at once (--max-concurrency)");
         }
         state_.metrics.request_started();
         auto call = std::make_shared<Call>(std::move(events));
@@ -79,8 +78,8 @@ class PipelineBackend final : public realtime::ResponseBackend {
                     call->delta(*delta);
                     return;
                 }
-                state->generating.fetch_sub(1);
                 state->metrics.request_ended();
+                release_slot(*state, std::chrono::duration<double>(Clock::now() - begun).count());
                 state->metrics.record_request(
                     "/v1/realtime",
                     event.kind == pipeline::RequestEvent::Kind::completed ? 200 : 499,
@@ -97,7 +96,7 @@ class PipelineBackend final : public realtime::ResponseBackend {
                 call->end(std::move(*result));
             });
         if (!started) {
-            state_.generating.fetch_sub(1);
+            release_slot(state_, -1);
             state_.metrics.request_ended();
         }
         return started;

@@ -105,13 +105,15 @@ void speech(ApiState& state, std::shared_ptr<http::HttpExchange> http) {
                                  "invalid_request_error", "response_format", ""});
         return;
     }
-    if (!exchange->admit()) return;
-    std::string id = "speech-" + openai::completion_id(next_id_seed(state)).substr(9);
-    bool stream = request->stream;
-    std::string response_format = request->response_format;
-    auto call = std::make_shared<SpeechCall>(std::move(exchange), std::move(id), stream, *format,
-                                             std::move(response_format));
-    call->run(openai::to_omni_request(*request));
+    admit(std::move(exchange), [&state, request = std::move(*request),
+                                format = *format](std::unique_ptr<Exchange> admitted) mutable {
+        std::string id = "speech-" + openai::completion_id(next_id_seed(state)).substr(9);
+        bool stream = request.stream;
+        std::string response_format = request.response_format;
+        auto call = std::make_shared<SpeechCall>(std::move(admitted), std::move(id), stream, format,
+                                                 std::move(response_format));
+        call->run(openai::to_omni_request(request));
+    });
 }
 
 }  // namespace

@@ -212,7 +212,8 @@ asio::awaitable<bool> Connection::serve_route(HttpRequest request, bool keep_ali
     const HttpHandler& handler = path->second.find(request.method)->second;
     bool http10 = request.version == 10;
     exchange_ = std::make_shared<ExchangeState>(server_.core,
-                                                std::weak_ptr<ExchangeChannel>(shared_from_this()));
+                                                std::weak_ptr<ExchangeChannel>(shared_from_this()),
+                                                server_.options.max_stream_buffer_bytes);
     {
         auto exchange = std::make_shared<HttpExchange>(exchange_, std::move(request));
         try {
@@ -328,6 +329,7 @@ asio::awaitable<bool> Connection::serve_exchange(bool keep_alive, bool http10) {
         }
         OutItem item = std::move(output_.front());
         output_.pop_front();
+        std::size_t chunk_bytes = 0;
         // A drain (or close) that began while the handler ran makes this the last exchange.
         keep_alive = keep_alive && !server_.draining && !close_requested_;
         std::string data;
@@ -351,7 +353,12 @@ asio::awaitable<bool> Connection::serve_exchange(bool keep_alive, bool http10) {
                                           http10);
                 break;
             case OutItem::Kind::chunk:
+                chunk_bytes = item.body.size();
                 data = raw_stream ? std::move(item.body) : format_chunk(item.body);
+                break;
+            case OutItem::Kind::cut:
+                peer_gone_ = true;
+                ok = false;
                 break;
             case OutItem::Kind::finish:
                 data = raw_stream ? std::string() : std::string("0\r\n\r\n");
@@ -361,10 +368,12 @@ asio::awaitable<bool> Connection::serve_exchange(bool keep_alive, bool http10) {
         // The handler is done with the exchange once its last item is taken: a client that
         // closes as soon as it has read the answer is not a disconnect to report.
         if (done) state->mark_complete();
+        if (!ok) break;  // cut
         if (!data.empty() && !co_await write_all(std::move(data))) {
             ok = false;
             break;
         }
+        if (chunk_bytes != 0) state->written(chunk_bytes);
     }
     if (!done) state->mark_disconnected();
     exchange_.reset();

@@ -1,4 +1,5 @@
 // HttpExchange and its shared state: the thread-safe half of a request/response.
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "serve/http/exchange_state.h"
@@ -17,7 +18,7 @@ bool ExchangeState::forward(OutItem item) {
 
 bool ExchangeState::send(OutItem item) {
     {
-        std::lock_guard lock(mutex_);
+        std::unique_lock lock(mutex_);
         if (disconnected_) return false;
         switch (item.kind) {
             case OutItem::Kind::response:
@@ -28,11 +29,23 @@ bool ExchangeState::send(OutItem item) {
             case OutItem::Kind::chunk:
                 if (phase_ != Phase::streaming) return false;
                 if (item.body.empty()) return true;
+                if (pending_ + item.body.size() > max_pending_) {
+                    // A reader this far behind would make the server buffer without bound:
+                    // cut the connection; the producer sees a disconnect and stops.
+                    phase_ = Phase::done;
+                    forward(OutItem{OutItem::Kind::cut, 0, {}, {}, {}});
+                    lock.unlock();
+                    mark_disconnected();
+                    return false;
+                }
+                pending_ += item.body.size();
                 break;
             case OutItem::Kind::finish:
                 if (phase_ != Phase::streaming) return false;
                 phase_ = Phase::done;
                 break;
+            case OutItem::Kind::cut:
+                return false;  // the server's own
             case OutItem::Kind::abandon:
                 if (phase_ == Phase::done) return false;
                 item.kind =
@@ -67,6 +80,11 @@ void ExchangeState::mark_complete() {
     std::lock_guard lock(mutex_);
     complete_ = true;
     callbacks.swap(callbacks_);  // destroyed after the unlock (declared first)
+}
+
+void ExchangeState::written(std::size_t bytes) {
+    std::lock_guard lock(mutex_);
+    pending_ -= std::min(bytes, pending_);
 }
 
 void ExchangeState::on_disconnect(std::function<void()> callback) {

@@ -1,5 +1,6 @@
 #pragma once
 // Internal: the state an HttpExchange shares with its connection (no Beast here).
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -12,7 +13,8 @@ namespace omnirt::serve::http::detail {
 
 // One piece of output for the connection's write loop.
 struct OutItem {
-    enum class Kind { response, stream_head, chunk, finish, abandon };
+    // cut: the client fell too far behind a stream; the connection is closed at once.
+    enum class Kind { response, stream_head, chunk, finish, abandon, cut };
     Kind kind = Kind::response;
     int status = 200;
     std::string content_type;
@@ -37,8 +39,10 @@ class ExchangeChannel {
 // Thread-safe: validates the respond/stream order and forwards items to the connection.
 class ExchangeState : public std::enable_shared_from_this<ExchangeState> {
   public:
-    ExchangeState(std::shared_ptr<ServerCore> core, std::weak_ptr<ExchangeChannel> channel)
-        : core_(std::move(core)), channel_(std::move(channel)) {}
+    // `max_pending_bytes`: chunks queued and not yet written beyond this cut the stream.
+    ExchangeState(std::shared_ptr<ServerCore> core, std::weak_ptr<ExchangeChannel> channel,
+                  std::size_t max_pending_bytes = SIZE_MAX)
+        : core_(std::move(core)), channel_(std::move(channel)), max_pending_(max_pending_bytes) {}
 
     bool send(OutItem item);
     // The last HttpExchange went away: 500 if unanswered, finish if streaming.
@@ -47,6 +51,8 @@ class ExchangeState : public std::enable_shared_from_this<ExchangeState> {
     void mark_disconnected();
     // The connection wrote the final item.
     void mark_complete();
+    // The connection wrote a chunk of `bytes`.
+    void written(std::size_t bytes);
     void on_disconnect(std::function<void()> callback);
     [[nodiscard]] bool disconnected() const;
 
@@ -61,6 +67,8 @@ class ExchangeState : public std::enable_shared_from_this<ExchangeState> {
     bool disconnected_ = false;                     // guarded by mutex_
     bool complete_ = false;                         // guarded by mutex_
     std::vector<std::function<void()>> callbacks_;  // guarded by mutex_
+    const std::size_t max_pending_;
+    std::size_t pending_ = 0;  // chunk bytes sent here, not yet written; guarded by mutex_
 };
 
 }  // namespace omnirt::serve::http::detail

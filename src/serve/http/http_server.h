@@ -100,6 +100,10 @@ struct HttpServerOptions {
     std::chrono::milliseconds idle_timeout{60000};
     // A single response write that takes longer closes the connection.
     std::chrono::milliseconds write_timeout{60000};
+    // A streamed response whose chunks wait unwritten beyond this many bytes (a client reading
+    // slower than the stream) is cut: the connection closes and the exchange sees a disconnect,
+    // so the request behind it is aborted instead of buffered without bound.
+    std::size_t max_stream_buffer_bytes = 16u << 20;
     // Connections beyond this are closed as soon as they are accepted.
     std::size_t max_connections = 4096;
     ErrorBodyHook error_body;  // empty: openai_error_body

@@ -307,6 +307,41 @@ TEST_F(ApiServerTest, ConcurrencyLimitAndDisconnectAbortEveryStage) {
     EXPECT_EQ(again->status, 200);
 }
 
+TEST_F(ApiServerTest, BeyondTheSlotsRequestsQueueThenGet429WithRetryAfter) {
+    start({.max_concurrency = 1, .max_queue = 1});
+    json slow = {{"stream", true}, {"stage_params", {{"thinker", {{"token_delay_ms", 10000}}}}}};
+    auto holder = std::make_unique<Client>(server_->port());
+    ASSERT_TRUE(holder->send(post("/v1/chat/completions", chat_body("a b c d", slow))));
+    ASSERT_TRUE(holder->read_until("\"content\":\"You \""));  // it holds the only slot
+    // A waiting client that leaves gives its place up.
+    {
+        Client leaving(server_->port());
+        ASSERT_TRUE(leaving.send(post("/v1/chat/completions", chat_body("x"))));
+        ASSERT_TRUE(eventually([&] { return server_->metrics().queued() == 1; }));
+    }
+    ASSERT_TRUE(eventually([&] { return server_->metrics().queued() == 0; }));
+    Client waiting(server_->port());
+    ASSERT_TRUE(waiting.send(post("/v1/chat/completions", chat_body("queued"))));
+    ASSERT_TRUE(eventually([&] { return server_->metrics().queued() == 1; }));
+    // The queue is full: 429 with a Retry-After.
+    auto refused = call(post("/v1/chat/completions", chat_body("too many")));
+    ASSERT_TRUE(refused);
+    EXPECT_EQ(refused->status, 429);
+    EXPECT_EQ(error_of(*refused)["code"], "rate_limit_exceeded");
+    ASSERT_EQ(refused->headers.count("retry-after"), 1u);
+    const int retry = std::stoi(refused->headers["retry-after"]);
+    EXPECT_GE(retry, 1);
+    EXPECT_LE(retry, 60);
+    // The slot holder goes away: the waiting request runs and is answered.
+    holder.reset();
+    auto answer = waiting.read_response();
+    ASSERT_TRUE(answer);
+    EXPECT_EQ(answer->status, 200);
+    EXPECT_NE(answer->body.find("You said: queued."), std::string::npos);
+    ASSERT_TRUE(eventually(
+        [&] { return server_->metrics().in_flight() == 0 && server_->metrics().queued() == 0; }));
+}
+
 TEST_F(ApiServerTest, APipelineFailureIsA500WithTheStagesMessage) {
     start({.model_name = "failing"}, R"(
 name: failing

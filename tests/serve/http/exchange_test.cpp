@@ -104,6 +104,34 @@ TEST_F(ExchangeTest, StreamWrittenFromAnotherThreadArrivesInOrder) {
     for (auto& writer : writers) writer.join();
 }
 
+TEST_F(ExchangeTest, AReaderTooFarBehindAStreamIsCutNotBufferedWithoutBound) {
+    HttpServerOptions options;
+    options.max_stream_buffer_bytes = 256 * 1024;
+    std::atomic<int> disconnects{0};
+    std::thread writer;
+    std::promise<bool> refused;
+    start(
+        [&](std::shared_ptr<HttpExchange> ex) {
+            ex->on_disconnect([&] { ++disconnects; });
+            writer = std::thread([ex, &refused] {
+                ex->start_stream(200, "text/event-stream");
+                // The client reads nothing: the kernel's buffers fill, then ours, then the cut.
+                const std::string chunk(16 * 1024, 'x');
+                bool ok = true;
+                for (int i = 0; i < 100000 && ok; ++i) ok = ex->write(chunk);
+                refused.set_value(!ok && ex->disconnected());
+            });
+        },
+        options);
+    Client idle(server_->port());
+    ASSERT_TRUE(idle.send(request()));
+    auto result = refused.get_future();
+    ASSERT_EQ(result.wait_for(kGuard), std::future_status::ready);
+    EXPECT_TRUE(result.get());
+    writer.join();
+    EXPECT_EQ(disconnects.load(), 1);
+}
+
 TEST_F(ExchangeTest, Http10StreamsAreUnframedAndClose) {
     start([](std::shared_ptr<HttpExchange> ex) {
         ex->start_stream(200, "text/plain");
