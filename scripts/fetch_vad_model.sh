@@ -10,7 +10,10 @@ set -euo pipefail
 package="@ricky0123/vad-web@0.0.31"
 member="package/dist/silero_vad_v5.onnx"
 sha256="2623a2953f6ff3d2c1e61740c6cdb7168133479b267dfef114a4a3cc5bdd788f"
-cache_dir="${OMNIRT_CACHE_DIR:-$HOME/.cache/omnirt}/silero_vad"
+# The same rule as vad::default_model_path(): OMNIRT_CACHE_DIR, else ~/.cache/omnirt, else
+# /tmp/omnirt-cache when HOME is unset.
+cache_root="${OMNIRT_CACHE_DIR:-${HOME:+$HOME/.cache/omnirt}}"
+cache_dir="${cache_root:-/tmp/omnirt-cache}/silero_vad"
 target="$cache_dir/silero_vad_v5.onnx"
 
 if [ -f "$target" ] && echo "$sha256  $target" | sha256sum --check --status; then
