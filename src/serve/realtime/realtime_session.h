@@ -111,6 +111,9 @@ class Session : public std::enable_shared_from_this<Session> {
     void truncate_item(const nlohmann::json& event, const std::string& event_id);
     void delete_item(const nlohmann::json& event, const std::string& event_id);
     void add_item(Item item, const std::optional<std::string>& previous_item_id);
+    // The event's item_id when the conversation has it; otherwise an error event and nullopt.
+    std::optional<std::string> existing_item_id(const nlohmann::json& event,
+                                                const std::string& event_id);
     // responses (session_response.cpp)
     void create_response(const nlohmann::json& params, const std::string& event_id);
     void on_delta(const std::string& response_id, const client::OutputDelta& delta);

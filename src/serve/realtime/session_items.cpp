@@ -31,13 +31,23 @@ std::string spoken_prefix(const std::string& text, double fraction) {
     return prefix;
 }
 
-// item_id of an event, or an error naming it.
-const std::string* item_id_of(const json& event) {
-    auto id = event.find("item_id");
-    return id != event.end() && id->is_string() ? &id->get_ref<const std::string&>() : nullptr;
-}
-
 }  // namespace
+
+std::optional<std::string> Session::existing_item_id(const json& event,
+                                                     const std::string& event_id) {
+    auto id = event.find("item_id");
+    if (id == event.end() || !id->is_string()) {
+        error(item_error("item_not_found", "needs 'item_id'", "item_id"), event_id);
+        return std::nullopt;
+    }
+    if (conversation_.find(id->get<std::string>()) == nullptr) {
+        error(item_error("item_not_found", "no item with id '" + id->get<std::string>() + "'",
+                         "item_id"),
+              event_id);
+        return std::nullopt;
+    }
+    return id->get<std::string>();
+}
 
 void Session::add_item(Item item, const std::optional<std::string>& previous_item_id) {
     auto previous = conversation_.insert(item, previous_item_id, "previous_item_id");
@@ -98,26 +108,16 @@ void Session::create_item(const json& event, const std::string& event_id) {
 }
 
 void Session::retrieve_item(const json& event, const std::string& event_id) {
-    const std::string* id = item_id_of(event);
-    Item* item = id != nullptr ? conversation_.find(*id) : nullptr;
-    if (item == nullptr) {
-        error(item_error("item_not_found", id ? "no item with id '" + *id + "'" : "needs 'item_id'",
-                         "item_id"),
-              event_id);
-        return;
-    }
+    auto id = existing_item_id(event, event_id);
+    if (!id) return;
+    const Item* item = conversation_.find(*id);
     emit(
         {{"type", "conversation.item.retrieved"}, {"item", item_json(*item, options_.beta, true)}});
 }
 
 void Session::truncate_item(const json& event, const std::string& event_id) {
-    const std::string* id = item_id_of(event);
-    if (id == nullptr || conversation_.find(*id) == nullptr) {
-        error(item_error("item_not_found", id ? "no item with id '" + *id + "'" : "needs 'item_id'",
-                         "item_id"),
-              event_id);
-        return;
-    }
+    auto id = existing_item_id(event, event_id);
+    if (!id) return;
     const std::string item_id = *id;
     auto index = event.find("content_index");
     auto end_ms = event.find("audio_end_ms");
@@ -166,13 +166,8 @@ void Session::truncate_item(const json& event, const std::string& event_id) {
 }
 
 void Session::delete_item(const json& event, const std::string& event_id) {
-    const std::string* id = item_id_of(event);
-    if (id == nullptr || conversation_.find(*id) == nullptr) {
-        error(item_error("item_not_found", id ? "no item with id '" + *id + "'" : "needs 'item_id'",
-                         "item_id"),
-              event_id);
-        return;
-    }
+    auto id = existing_item_id(event, event_id);
+    if (!id) return;
     const std::string item_id = *id;
     if (response_ && response_->item_id == item_id) cancel_response("client_cancelled");
     conversation_.erase(item_id);
