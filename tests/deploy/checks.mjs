@@ -50,14 +50,15 @@ export function serveGetRoutes(repoRoot) {
     return routes;
 }
 
-// The flags docs/deploy.md lists under its "## Not yet implemented" heading (each as `--name`).
+// The flags docs/deploy.md lists under its "## Not yet implemented" heading: list items that
+// start with `--name`.
 export function plannedFlags(repoRoot) {
     const text = fs.readFileSync(path.join(repoRoot, "docs/deploy.md"), "utf8");
     const start = text.indexOf("\n## Not yet implemented");
     if (start < 0) return new Set();
     const end = text.indexOf("\n## ", start + 1);
     const section = text.slice(start, end < 0 ? undefined : end);
-    return new Set([...section.matchAll(/`(--[a-z0-9-]+)/g)].map((m) => m[1]));
+    return new Set([...section.matchAll(/^- `(--[a-z0-9-]+)/gm)].map((m) => m[1]));
 }
 
 // ---- the manifests ----
