@@ -2,8 +2,9 @@
 // (strings that name the file, the object and the field), empty when all is well. Two kinds:
 //
 // - schema: every object against the Kubernetes OpenAPI schemas as kubernetes-models ships them
-//   (types, required fields, enums, formats). Those schemas allow unknown fields, so a misspelt
-//   field is caught only where the runtime checks below read it (a missing probe, say).
+//   (types, required fields, enums, formats), and against the field lists of its type
+//   declarations for unknown (misspelt) fields, which those schemas let through
+//   (known_fields.mjs).
 // - runtime: what `omnirt serve` relies on, read from its sources rather than restated here: the
 //   flags (add_option / add_flag in src/cli/serve_command.cpp), the routes (add_route in
 //   src/serve/api/), the drain timeout's default.
@@ -13,6 +14,8 @@
 import fs from "node:fs";
 import path from "node:path";
 import { parseAllDocuments } from "yaml";
+
+import { unknownFields } from "./known_fields.mjs";
 
 export const kPlannedMarker = "NOT USABLE YET";
 
@@ -127,6 +130,13 @@ export async function checkSchemas(manifests) {
                 new Model(object).validate();
             } catch (error) {
                 problems.push(`${where(manifest, object)}: schema: ${error.message}`);
+            }
+            const unknown = unknownFields(object);
+            if (unknown === null) {
+                problems.push(`${where(manifest, object)}: no type declaration to check fields`);
+            }
+            for (const problem of unknown ?? []) {
+                problems.push(`${where(manifest, object)}: ${problem}`);
             }
         }
     }

@@ -183,3 +183,13 @@ test("the schema check fails on a wrong type and a missing required field", asyn
                            (d) => { delete container(d).readinessProbe.httpGet.port; });
     assert.match((await checkSchemas(noPort)).join("\n"), /httpGet must have required property port/);
 });
+
+test("the schema check fails on a misspelt field", async () => {
+    const misspelt = mutated("single-node/deployment.yaml", (d) => {
+        container(d).readinesProbe = container(d).readinessProbe;
+        d.spec.template.spec.volumes.find((v) => v.name === "dshm").emptyDir.medum = "Memory";
+    });
+    const problems = (await checkSchemas(misspelt)).join("\n");
+    assert.match(problems, /containers\[0\]: unknown field "readinesProbe"/);
+    assert.match(problems, /volumes\[2\]\.emptyDir: unknown field "medum"/);
+});
