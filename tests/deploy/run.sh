@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Checks the Kubernetes manifests under deploy/ (tests/deploy/*.test.mjs, Node's built-in test
 # runner): every object against the Kubernetes schemas and field lists (kubernetes-models,
-# offline), and the
-# fields omnirt relies on against its sources (the flags in src/cli/serve_command.cpp, the routes
-# in src/serve/api/, the planned flags in docs/deploy.md). Needs no omnirt build.
+# offline), and the fields omnirt relies on against its sources (the flags in
+# src/cli/serve_command.cpp, the routes in src/serve/api/, the planned flags in docs/deploy.md).
+# Needs no omnirt build.
 #
 #   bash tests/deploy/run.sh [test files...]
 #
