@@ -100,7 +100,8 @@ export function loadManifests(deployDir) {
 const where = (manifest, object) =>
     `${manifest.file}: ${object?.kind ?? "?"} ${object?.metadata?.name ?? "?"}`;
 
-// The kubernetes-models class of an object: apps/v1 Deployment -> kubernetes-models/apps/v1/Deployment.
+// The kubernetes-models class of an object: apps/v1 Deployment ->
+// kubernetes-models/apps/v1/Deployment.
 async function modelClass(apiVersion, kind) {
     try {
         const module = await import(`kubernetes-models/${apiVersion}/${kind}`);
@@ -324,7 +325,8 @@ function checkWorkload(manifest, object, context, problems) {
             const map = context.objects.find(
                 (o) => o.kind === "ConfigMap" && o.metadata?.name === volume.configMap.name);
             if (!map) {
-                problems.push(`${c}: ConfigMap ${volume.configMap.name} is not in ${manifest.dir}/`);
+                problems.push(
+                    `${c}: ConfigMap ${volume.configMap.name} is not in ${manifest.dir}/`);
             } else if (!(key in (map.data ?? {}))) {
                 problems.push(`${c}: ConfigMap ${volume.configMap.name} has no key ${key} ` +
                               `for --config ${configPath}`);
@@ -370,7 +372,10 @@ function checkWorkload(manifest, object, context, problems) {
 
     // A planned workload must say so in the file, and a real one must not need planned flags
     // (checked per flag above).
-    const usesPlanned = args.some((a) => planned.has(a.split("=")[0]) && !server.flags[a.split("=")[0]]);
+    const usesPlanned = args.some((a) => {
+        const name = a.split("=")[0];
+        return planned.has(name) && !server.flags[name];
+    });
     if (usesPlanned && !manifest.planned) {
         problems.push(`${manifest.file}: uses planned flags but is not marked "${kPlannedMarker}"`);
     }
@@ -434,7 +439,9 @@ export function checkRuntime(manifests, { server, routes, planned }) {
         const context = { server, routes, planned, objects };
         for (const manifest of group) {
             for (const object of manifest.objects) {
-                if (kWorkloadKinds.has(object?.kind)) checkWorkload(manifest, object, context, problems);
+                if (kWorkloadKinds.has(object?.kind)) {
+                    checkWorkload(manifest, object, context, problems);
+                }
                 if (object?.kind === "Service") checkService(manifest, object, context, problems);
             }
         }

@@ -32,7 +32,8 @@ function declaration(file) {
                 }
             }
         }
-        const start = lines.findIndex((l) => /^export interface I\w+( extends [\w, ]+)? \{$/.test(l));
+        const start =
+            lines.findIndex((l) => /^export interface I\w+( extends [\w, ]+)? \{$/.test(l));
         if (start >= 0) {
             const fields = {};
             for (let i = start + 1; i < lines.length && lines[i] !== "}"; ++i) {
@@ -59,12 +60,16 @@ function walk(value, type, imports, at, problems) {
     if (value === null || typeof value !== "object") return;
     const array = type.match(/^Array<(.+)>$/);
     if (array) {
-        if (Array.isArray(value)) value.forEach((v, i) => walk(v, array[1], imports, `${at}[${i}]`, problems));
+        if (Array.isArray(value)) {
+            value.forEach((v, i) => walk(v, array[1], imports, `${at}[${i}]`, problems));
+        }
         return;
     }
     const map = type.match(/^Map<(.+)>$/);
     if (map) {
-        for (const [key, v] of Object.entries(value)) walk(v, map[1], imports, `${at}.${key}`, problems);
+        for (const [key, v] of Object.entries(value)) {
+            walk(v, map[1], imports, `${at}.${key}`, problems);
+        }
         return;
     }
     if (!imports[type]) return;  // a primitive, a union of literals, or a type outside the package
@@ -77,7 +82,8 @@ function checkObject(value, decl, at, problems) {
     if (Array.isArray(value)) return;
     for (const [key, v] of Object.entries(value)) {
         if (!(key in decl.fields)) {
-            problems.push(`${at}: unknown field "${key}" (known: ${Object.keys(decl.fields).join(", ")})`);
+            const known = Object.keys(decl.fields).join(", ");
+            problems.push(`${at}: unknown field "${key}" (known: ${known})`);
             continue;
         }
         walk(v, decl.fields[key], decl.imports, at ? `${at}.${key}` : key, problems);

@@ -156,7 +156,8 @@ test("fails on a scrape annotation that is not /metrics", () => {
 });
 
 test("fails on a Service whose targetPort is no container port", () => {
-    expectProblem(mutated("single-node/service.yaml", (s) => { s.spec.ports[0].targetPort = 8080; }),
+    expectProblem(mutated("single-node/service.yaml",
+                          (s) => { s.spec.ports[0].targetPort = 8080; }),
                   /targetPort 8080 is no containerPort/);
 });
 
@@ -181,7 +182,8 @@ test("the schema check fails on a wrong type and a missing required field", asyn
     assert.match((await checkSchemas(wrongType)).join("\n"), /spec\/replicas must be integer/);
     const noPort = mutated("single-node/deployment.yaml",
                            (d) => { delete container(d).readinessProbe.httpGet.port; });
-    assert.match((await checkSchemas(noPort)).join("\n"), /httpGet must have required property port/);
+    assert.match((await checkSchemas(noPort)).join("\n"),
+                 /httpGet must have required property port/);
 });
 
 test("the schema check fails on a misspelt field", async () => {
