@@ -18,4 +18,9 @@ function(omnirt_test name)
                                              OMNIRT_BINARY_DIR="${PROJECT_BINARY_DIR}")
   gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 TEST_PREFIX "${ARG_TEST_PREFIX}"
                        PROPERTIES TIMEOUT 300 LABELS "${ARG_LABELS}")
+  # The sanitizer subset of CI (make sanitize-ci) builds the binaries of the labels that
+  # tests/CMakeLists.txt lists in OMNIRT_SANITIZE_CI_LABELS.
+  if(TARGET sanitize_ci_tests AND ARG_LABELS IN_LIST OMNIRT_SANITIZE_CI_LABELS)
+    add_dependencies(sanitize_ci_tests ${name})
+  endif()
 endfunction()

@@ -10,11 +10,9 @@
 
 // Sanitizer builds: UCX 1.13 leaks ~100 bytes (the remote-segment table of a shared-memory
 // endpoint) whenever ucp_ep_create cannot attach a dead peer's FIFO, which these tests do on
-// purpose. Suppressed by that one UCX function; the full malloc stacks the match needs come from
-// the slow unwinder (libuct is built without frame pointers). No effect without a sanitizer.
-extern "C" __attribute__((used)) const char* __lsan_default_suppressions() {
-    return "leak:uct_mm_ep_t_new\n";
-}
+// purpose. scripts/lsan.supp suppresses it by that one UCX function (make sanitize passes it in
+// LSAN_OPTIONS); the full malloc stacks the match needs come from the slow unwinder (libuct is
+// built without frame pointers). No effect without a sanitizer.
 extern "C" __attribute__((used)) const char* __asan_default_options() {
     return "fast_unwind_on_malloc=0";
 }
