@@ -96,7 +96,7 @@ if [[ ! -d $src ]]; then
     rm -rf "$unpack" "$src.partial"
     mkdir -p "$unpack"
     tar -xzf "$tarball" -C "$unpack" package/llama/gitRelease.bundle package/llama/llama.cpp.info.json
-    git clone --quiet "$unpack/package/llama/gitRelease.bundle" "$src.partial"
+    git -c advice.detachedHead=false clone --quiet "$unpack/package/llama/gitRelease.bundle" "$src.partial"
     cp "$unpack/package/llama/llama.cpp.info.json" "$src.partial/"
     rm -rf "$unpack"
     mv "$src.partial" "$src"
