@@ -59,9 +59,14 @@ def main() -> None:
         raise SystemExit("runs come in threes: DTYPE LLAMA_LOG OMNIRT_JSON")
 
     lines = []
+    llama_settings = ""
     for index in range(0, len(args.runs), 3):
         dtype, llama_path, omnirt_path = args.runs[index:index + 3]
         llama, omnirt = llama_rows(llama_path), omnirt_rows(omnirt_path)
+        first = next(iter(llama.values()))
+        llama_settings = (f"llama.cpp n_batch {first['n_batch']}, n_ubatch {first['n_ubatch']}, "
+                          f"flash_attn {first['flash_attn']} (-1 auto), "
+                          f"threads {first['n_threads']} / batch {first['n_threads_batch']}")
         for batch in sorted(set(llama) | set(omnirt)):
             llama_speed = llama[batch]["speed_tg"] if batch in llama else None
             omnirt_speed = None
@@ -79,6 +84,7 @@ def main() -> None:
 
     print(f"host CPU: {args.cpu}; {args.threads} threads; prompt {args.prompt}, "
           f"generate {args.gen} tokens per sequence")
+    print(llama_settings)
     print()
     print("| measure | llama.cpp tok/s | omnirt tok/s | omnirt / llama.cpp |")
     print("| --- | --- | --- | --- |")
