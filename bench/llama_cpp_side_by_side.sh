@@ -169,6 +169,9 @@ for dtype in ${dtypes//,/ }; do
 done
 
 cpu=$(lscpu | sed -n 's/^Model name: *//p' | head -1)
+# A virtual machine's model name is often generic; the vector extensions say what ran.
+flags=$(grep -m1 -ow -E 'avx2|avx512f|avx512_bf16|amx_bf16' /proc/cpuinfo | sort -u | tr '\n' ' ')
+cpu="$cpu ($(nproc) CPUs; ${flags% })"
 "$python" "$SCRIPT_DIR/llama_cpp_side_by_side_table.py" --cpu "$cpu" --threads "$threads" \
     --prompt "$prompt" --gen "$gen" -- "${results[@]}" | tee "$run_dir/table.md"
 log "logs and table: $run_dir"
