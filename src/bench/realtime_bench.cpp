@@ -25,6 +25,7 @@
 #include "runner/builtins.h"
 #include "runner/pipeline.h"
 #include "serve/api/api_server.h"
+#include "serve/openai/base64.h"
 #include "serve/realtime/silero_voice_activity.h"
 
 namespace omnirt::bench {
@@ -43,22 +44,8 @@ double ms_between(Clock::time_point a, Clock::time_point b) {
 }
 
 std::string base64(const std::int16_t* samples, std::size_t count) {
-    static const char* kAlphabet =
-        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    const auto* bytes = reinterpret_cast<const unsigned char*>(samples);
-    const std::size_t size = count * 2;
-    std::string out;
-    out.reserve((size + 2) / 3 * 4);
-    for (std::size_t i = 0; i < size; i += 3) {
-        std::uint32_t n = std::uint32_t{bytes[i]} << 16;
-        if (i + 1 < size) n |= std::uint32_t{bytes[i + 1]} << 8;
-        if (i + 2 < size) n |= bytes[i + 2];
-        out += kAlphabet[(n >> 18) & 63];
-        out += kAlphabet[(n >> 12) & 63];
-        out += i + 1 < size ? kAlphabet[(n >> 6) & 63] : '=';
-        out += i + 2 < size ? kAlphabet[n & 63] : '=';
-    }
-    return out;
+    const auto* bytes = reinterpret_cast<const std::uint8_t*>(samples);
+    return serve::openai::base64_encode(std::span(bytes, count * 2));
 }
 
 Result<std::vector<std::int16_t>> load_speech(const std::string& path) {
@@ -286,14 +273,6 @@ class SessionClient {
     bool cancelled_ = false;
     bool finished_ = false;
 };
-
-std::string cpu_model() {
-    std::ifstream in("/proc/cpuinfo");
-    for (std::string line; std::getline(in, line);) {
-        if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
-    }
-    return "unknown";
-}
 
 }  // namespace
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <fstream>
 #include <sstream>
 
 #include "bench/relay_peer.h"
@@ -31,6 +32,18 @@ std::string size_name(std::size_t size) {
 }
 
 }  // namespace
+
+std::string cpu_model() {
+    std::ifstream file("/proc/cpuinfo");
+    std::string line;
+    while (std::getline(file, line)) {
+        if (line.rfind("model name", 0) == 0) {
+            const auto colon = line.find(':');
+            if (colon != std::string::npos) return line.substr(colon + 2);
+        }
+    }
+    return "unknown";
+}
 
 double percentile(std::vector<double> samples, double p) {
     if (samples.empty()) return 0;

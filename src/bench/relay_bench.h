@@ -46,6 +46,8 @@ struct RelayBenchReport {
 [[nodiscard]] Result<std::vector<std::size_t>> parse_sizes(const std::string& text);
 // The p-th percentile (p in percent, 0..100; linear interpolation) of samples (sorted copy).
 [[nodiscard]] double percentile(std::vector<double> samples, double p);
+// The host CPU's /proc/cpuinfo "model name" ("unknown" when absent), for benchmark reports.
+[[nodiscard]] std::string cpu_model();
 // Single-thread memcpy bandwidth (GB/s) for buffers of `size` bytes.
 [[nodiscard]] double measure_memcpy_gbps(std::size_t size);
 

@@ -82,18 +82,6 @@ SpeechLevel summarize(int concurrency, const std::vector<StreamRecord>& streams,
     return level;
 }
 
-std::string cpu_model() {
-    std::ifstream file("/proc/cpuinfo");
-    std::string line;
-    while (std::getline(file, line)) {
-        if (line.rfind("model name", 0) == 0) {
-            const auto colon = line.find(':');
-            if (colon != std::string::npos) return line.substr(colon + 2);
-        }
-    }
-    return "unknown";
-}
-
 // <build> from the running binary (<build>/bin/omnirt or <build>/tests/<test>).
 fs::path build_directory() {
     return fs::read_symlink("/proc/self/exe").parent_path().parent_path();

@@ -19,15 +19,9 @@ fi
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 
-# npm writes node_modules/.package-lock.json on every install: its age is the install's.
-installed="$here/node_modules/.package-lock.json"
-if [[ ! -f "$installed" || "$here/package-lock.json" -nt "$installed" ]]; then
-    if ! command -v npm >/dev/null 2>&1; then
-        echo "deploy: node_modules needs installing and 'npm' is not installed" >&2
-        exit 1
-    fi
-    (cd "$here" && npm ci --no-audit --no-fund)
-fi
+# shellcheck source=../support/npm_ci.sh
+source "$here/../support/npm_ci.sh"
+npm_ci_once "$here" deploy || exit 1
 
 if [[ $# -gt 0 ]]; then
     files=("$@")
