@@ -2,7 +2,8 @@
 # The device run (docs/gpu.md): on the borrowed GPU machine, in one call of at most ~9 minutes,
 # builds omnirt against the image's CUDA libtorch and the Debian packages of .device-deps
 # (scripts/device/gather.sh), runs the CUDA-relevant tests and `omnirt bench generate` on cuda:0,
-# and writes $OUT/report.md plus logs (7 files, one folder level: what the device tool returns).
+# and writes $OUT/report.md plus logs and bench JSON (8 files, one folder level: the most the
+# device tool returns).
 # Every step is time-boxed, runs whatever the earlier ones gave, and records its exit status.
 #
 #   bash scripts/device/run.sh                    # there (the device tool sets $OUT)
@@ -151,7 +152,7 @@ cmake_args+=(-DCMAKE_FIND_PACKAGE_PREFER_CONFIG=ON)
 
 # --- configure
 rm -rf "$build/CMakeCache.txt"
-step configure 120 configure.log cmake -S . -B "$build" "${cmake_args[@]}"
+step configure 120 build.log cmake -S . -B "$build" "${cmake_args[@]}"
 {
   echo
   echo "- packages found (from the CMake cache):"
@@ -164,34 +165,43 @@ if [ "$rehearsal" = 1 ]; then
   targets=(${DEVICE_REHEARSAL_TARGETS:-core_tensor_test omnirt_control omnirt_media omnirt_text omnirt_config omnirt_relay omnirt_serve_http})
   step build 3000 build.log nice ninja -C "$build" -j "$jobs" "${targets[@]}"
 else
-  step build-omnirt 240 build.log ninja -C "$build" -j "$jobs" omnirt omnirt_qwen3_plugin omnirt_c10d_plugin
+  # -k 0: every failing file in one run, not the first few.
+  step build-omnirt 240 build.log ninja -C "$build" -k 0 -j "$jobs" omnirt omnirt_qwen3_plugin \
+    omnirt_c10d_plugin
 fi
 
 bin=$build/bin/omnirt
 if [ "$rehearsal" != 1 ]; then
-  # --- the bench on cuda:0: a tiny smoke run first (the CUDA path at all), then Qwen3-0.6B's
-  # shape with dummy weights at batch 1 and 64.
-  if [ -x "$bin" ]; then
-    step bench-tiny-cuda 60 bench.log "$bin" bench generate --preset tiny --gpu 0 --batch 1 \
-      --input-len 32 --output-len 16 --bandwidth-mib 256
-    step bench-0.6b-b1 100 bench.log "$bin" bench generate --preset 0.6b --gpu 0 --batch 1 \
-      --input-len 512 --output-len 128 --json "$OUT/bench-b1.json"
-    step bench-0.6b-b64 130 bench.log "$bin" bench generate --preset 0.6b --gpu 0 --batch 64 \
-      --input-len 512 --output-len 128 --json "$OUT/bench-b64.json"
-  else
-    summary+=("| bench | skipped (no omnirt binary) | 0 | |")
-  fi
   # --- the tests that link libtorch (engine, models, torch bridge, c10d relay), built and run
-  # against the CUDA libtorch. None of them put tensors on cuda yet; see docs/gpu.md.
+  # against the CUDA libtorch first (they are what says the build is right); most run on CPU
+  # tensors, the Qwen3 golden test also on cuda:0.
   test_targets=(torch_bridge_torch_tensor_test relay_c10d_loader_test)
-  for f in tests/engine/*_test.cpp; do test_targets+=("engine_$(basename "$f" .cpp)"); done
-  for f in tests/models/*_test.cpp; do test_targets+=("models_$(basename "$f" .cpp)"); done
-  for f in tests/relay_gloo/*_test.cpp; do test_targets+=("relay_gloo_$(basename "$f" .cpp)"); done
+  torch_labels=(engine models models_omni models_omni_code2wav models_omni_golden relay_gloo)
+  for label in "${torch_labels[@]}"; do
+    for f in tests/"$label"/*_test.cpp; do test_targets+=("${label}_$(basename "$f" .cpp)"); done
+  done
   step build-tests 150 build.log ninja -C "$build" -k 0 -j "$jobs" "${test_targets[@]}"
-  step ctest 90 ctest.log ctest --test-dir "$build" -L '^(torch_bridge|engine|models|relay_gloo)$' \
-    -j 8 --timeout 60 --output-on-failure
+  label_regex="^(torch_bridge|$(IFS='|'; echo "${torch_labels[*]}"))\$"
+  step ctest 120 ctest.log ctest --test-dir "$build" -L "$label_regex" -j 8 --timeout 90 \
+    --output-on-failure
+  # The Qwen3 golden test on cuda:0 too (float32 and bfloat16 against transformers), verbose.
+  step cuda-golden 60 ctest.log "$build/tests/models_qwen3_hf_golden_test"
   if [ -x "$build/tests/relay_c10d_loader_test" ]; then
     step c10d-loader-test 30 ctest.log "$build/tests/relay_c10d_loader_test"
+  fi
+  # --- the bench on cuda:0: a tiny smoke run first (the CUDA path at all), then Qwen3-0.6B's
+  # and Qwen3-8B's shapes with dummy weights at batch 1 and 64.
+  if [ -x "$bin" ]; then
+    step bench-tiny-cuda 45 bench.log "$bin" bench generate --preset tiny --gpu 0 --batch 1 \
+      --input-len 32 --output-len 16 --bandwidth-mib 256
+    for shape in 0.6b 8b; do
+      step "bench-$shape-b1" 100 bench.log "$bin" bench generate --preset "$shape" --gpu 0 \
+        --batch 1 --input-len 512 --output-len 128 --json "$OUT/bench-$shape-b1.json"
+      step "bench-$shape-b64" 120 bench.log "$bin" bench generate --preset "$shape" --gpu 0 \
+        --batch 64 --input-len 512 --output-len 128 --json "$OUT/bench-$shape-b64.json"
+    done
+  else
+    summary+=("| bench | skipped (no omnirt binary) | 0 | |")
   fi
 else
   # Rehearsal: run the small test, and show where every library of what was built resolves

@@ -1,6 +1,9 @@
 #include "checkpoint/dummy.h"
 
+#include <algorithm>
 #include <cstring>
+#include <thread>
+#include <vector>
 
 #include "checkpoint/convert.h"
 
@@ -78,10 +81,31 @@ Status fill_dummy(const TensorSpec& spec, const DummyInit& init, std::uint64_t b
 Result<Tensor> dummy_tensor(const TensorSpec& spec, const DummyInit& init) {
     auto tensor = Tensor::empty(spec.shape, spec.dtype);
     if (!tensor) return fail(tensor.error().with_context("tensor '" + spec.name + "'"));
-    if (tensor->nbytes() > 0) {
-        OMNI_RETURN_IF_ERROR(
-            fill_dummy(spec, init, 0, std::span(tensor->mutable_data(), tensor->nbytes())));
+    const std::size_t bytes = tensor->nbytes();
+    std::span<std::byte> data(tensor->mutable_data(), bytes);
+    // Every element depends on its index alone, so large tensors fill in parallel slices (an 8B
+    // model's dummy weights in seconds, not minutes); the values do not depend on the split.
+    constexpr std::size_t kSliceBytes = 32u << 20;
+    const std::size_t threads = std::min<std::size_t>(
+        std::max(1u, std::thread::hardware_concurrency()), (bytes + kSliceBytes - 1) / kSliceBytes);
+    if (threads <= 1) {
+        if (bytes > 0) OMNI_RETURN_IF_ERROR(fill_dummy(spec, init, 0, data));
+        return *std::move(tensor);
     }
+    const std::size_t element = element_size(spec.dtype);
+    const std::size_t per_thread = (bytes / element + threads - 1) / threads * element;
+    std::vector<Status> statuses(threads, ok_status());
+    std::vector<std::thread> workers;
+    workers.reserve(threads);
+    for (std::size_t t = 0; t < threads; ++t) {
+        const std::size_t begin = std::min(bytes, t * per_thread);
+        const std::size_t end = std::min(bytes, begin + per_thread);
+        workers.emplace_back([&, t, begin, end] {
+            statuses[t] = fill_dummy(spec, init, begin, data.subspan(begin, end - begin));
+        });
+    }
+    for (std::thread& worker : workers) worker.join();
+    for (Status& status : statuses) OMNI_RETURN_IF_ERROR(std::move(status));
     return *std::move(tensor);
 }
 

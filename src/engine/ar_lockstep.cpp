@@ -32,13 +32,13 @@
 //
 // Broken: when connecting, agreeing or a stop of a peer fails the group, the rank fails its
 // sequences and every later request with that error, without any collective.
-#include <spdlog/spdlog.h>
 
 #include <chrono>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "core/log.h"
 #include "engine/ar_scheduler.h"
 #include "engine/block_allocator.h"
 
@@ -145,7 +145,7 @@ void ArScheduler::apply_agreed_aborts(const std::vector<std::string>& ids) {
 }
 
 void ArScheduler::break_lockstep(Error error) {
-    spdlog::error("{}; its requests fail from now on", error.message);
+    log::error(error.message + "; its requests fail from now on");
     for (auto& entry : sequences_) {
         ArSequence& sequence = *entry.second;
         if (sequence.status_ == SequenceStatus::waiting ||
@@ -210,10 +210,11 @@ void ArScheduler::stop_lockstep() {
         return;
     }
     lock.unlock();
-    spdlog::warn(
-        "stage '{}' (TP rank {}): the engine did not stop together with its peers within {} ms; "
-        "cancelling the group's collectives",
-        config_.stage_name, config_.lockstep->rank(), config_.lockstep_stop_grace.count());
+    log::warn("stage '" + config_.stage_name + "' (TP rank " +
+              std::to_string(config_.lockstep->rank()) +
+              "): the engine did not stop together with its peers within " +
+              std::to_string(config_.lockstep_stop_grace.count()) +
+              " ms; cancelling the group's collectives");
     config_.lockstep->cancel();
 }
 

@@ -1,10 +1,10 @@
 // The default ArRole: prompt ids and cache salt from the payload, the default result layout, and
 // the hidden-state value helper shared by roles that stream hidden states.
 #include "engine/ar_role.h"
+#include "core/log.h"
 
 #include <ATen/core/Tensor.h>
 #include <c10/util/Exception.h>
-#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <limits>
@@ -126,12 +126,13 @@ Value hidden_row_value(const at::Tensor& row) {
     try {
         host = row.to(at::kCPU, at::kFloat, /*non_blocking=*/false, /*copy=*/true).contiguous();
     } catch (const c10::Error& error) {
-        spdlog::warn("AR engine: dropping a hidden state: {}", error.what_without_backtrace());
+        log::warn(std::string("AR engine: dropping a hidden state: ") +
+                  error.what_without_backtrace());
         return Value();
     }
     Result<Tensor> converted = torch_bridge::from_torch(host);
     if (!converted) {
-        spdlog::warn("AR engine: dropping a hidden state: {}", converted.error().to_string());
+        log::warn("AR engine: dropping a hidden state: " + converted.error().to_string());
         return Value();
     }
     return Value(std::move(*converted));

@@ -2,8 +2,7 @@
 // One step (schedule, forward, sample) is in ar_step.cpp; what leaves through the outbox in
 // ar_output.cpp.
 #include "engine/ar_scheduler.h"
-
-#include <spdlog/spdlog.h>
+#include "core/log.h"
 
 #include <algorithm>
 #include <exception>
@@ -243,7 +242,7 @@ bool ArScheduler::guarded_step() {
     } catch (const std::exception& error) {
         // A bug or an exhausted machine (bad_alloc): the requests of the batch fail, the engine
         // goes on.
-        spdlog::error("stage '{}': engine step failed: {}", config_.stage_name, error.what());
+        log::error("stage '" + config_.stage_name + "': engine step failed: " + error.what());
         for (ArSequence* sequence : std::vector<ArSequence*>(running_)) {
             if (sequence->status_ == SequenceStatus::running) {
                 fail_sequence(*sequence, Error{ErrorCode::internal,
@@ -263,8 +262,9 @@ void ArScheduler::handle_message(pipeline::IncomingMessage message) {
     }
     if (is_aborted(message.request_id)) return;
     if (sequences_.contains(message.request_id)) {
-        spdlog::warn("stage '{}': dropping a second new_request for running request '{}'",
-                     config_.stage_name, message.request_id);
+        log::warn("stage '" + config_.stage_name +
+                  "': dropping a second new_request for running request '" + message.request_id +
+                  "'");
         return;
     }
     ended_ids_.erase(message.request_id);  // an id may come again once its request ended
@@ -346,10 +346,8 @@ Result<std::unique_ptr<ArSequence>> ArScheduler::make_sequence(
         }
     }
     if (!role_->produces_text() && !params.stop.empty()) {
-        spdlog::debug(
-            "stage '{}': request '{}' has stop strings but the stage produces no text; they "
-            "are ignored",
-            config_.stage_name, message.request_id);
+        log::debug("stage '" + config_.stage_name + "': request '" + message.request_id +
+                   "' has stop strings but the stage produces no text; they are ignored");
     }
     std::vector<std::string> targets = config_.stream_targets;
     if (setup.stream_targets) {
@@ -459,8 +457,8 @@ void ArScheduler::close_sequence(ArSequence& sequence) {
     try {
         role_->close_request(sequence);
     } catch (const std::exception& error) {
-        spdlog::error("stage '{}': close_request of '{}' threw: {}", config_.stage_name,
-                      sequence.request_id_, error.what());
+        log::error("stage '" + config_.stage_name + "': close_request of '" + sequence.request_id_ +
+                   "' threw: " + error.what());
     }
     sequence.role_state_.reset();
 }

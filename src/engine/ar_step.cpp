@@ -2,7 +2,6 @@
 // admissions), run the hooks and the model, sample, and append the tokens.
 #include <ATen/ops/from_blob.h>
 #include <c10/util/Exception.h>
-#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <exception>

@@ -1,11 +1,11 @@
 // ArScheduler: input streams (ArEngineConfig::accept_streams) and the ready gate
 // (ArRole::ready). Runs on the engine thread.
-#include <spdlog/spdlog.h>
 
 #include <exception>
 #include <string>
 #include <utility>
 
+#include "core/log.h"
 #include "engine/ar_scheduler.h"
 
 namespace omnirt::engine {
@@ -27,11 +27,12 @@ void add_to(StreamInput& input, pipeline::IncomingMessage& message) {
 void ArScheduler::handle_stream_message(pipeline::IncomingMessage message) {
     const bool is_chunk = message.kind == pipeline::IncomingKind::stream_chunk;
     if (!config_.accept_streams || (is_chunk && message.chunk == nullptr)) {
-        spdlog::warn("stage '{}': dropping a stream {} for request '{}' from '{}' ({})",
-                     config_.stage_name, is_chunk ? "chunk" : "done signal", message.request_id,
-                     message.from_stage,
-                     config_.accept_streams ? "it carries no chunk"
-                                            : "this AR stage takes no input streams");
+        log::warn("stage '" + config_.stage_name + "': dropping a stream " +
+                  (is_chunk ? "chunk" : "done signal") + " for request '" + message.request_id +
+                  "' from '" + message.from_stage + "' (" +
+                  (config_.accept_streams ? "it carries no chunk"
+                                          : "this AR stage takes no input streams") +
+                  ")");
         return;
     }
     const std::string& id = message.request_id;
@@ -62,10 +63,11 @@ void ArScheduler::evict_early_streams() {
         early_order_.pop_front();
         auto oldest = early_streams_.find(id);
         if (oldest == early_streams_.end()) continue;  // adopted or dropped since
-        spdlog::warn(
-            "stage '{}': dropping the {} early stream chunks of request '{}' (more than "
-            "{} chunks or requests wait for requests that have not arrived)",
-            config_.stage_name, oldest->second.chunks.size(), id, limit);
+        log::warn("stage '" + config_.stage_name + "': dropping the " +
+                  std::to_string(oldest->second.chunks.size()) +
+                  " early stream chunks of request '" + id + "' (more than " +
+                  std::to_string(limit) +
+                  " chunks or requests wait for requests that have not arrived)");
         early_chunks_ -= oldest->second.chunks.size();
         early_streams_.erase(oldest);
         evicted_ids_.insert(id);

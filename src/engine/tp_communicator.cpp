@@ -1,7 +1,7 @@
 #include "engine/tp_communicator.h"
+#include "core/log.h"
 
 #include <ATen/ATen.h>
-#include <spdlog/spdlog.h>
 #include <torch/csrc/distributed/c10d/FileStore.hpp>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
@@ -183,10 +183,9 @@ C10dTpGroup::C10dTpGroup(std::unique_ptr<State> state) : state_(std::move(state)
 
 C10dTpGroup::~C10dTpGroup() {
     if (state_->abandoned && state_->group) {
-        spdlog::warn(
-            "{}: leaking the process group of a cancelled collective (destroying it "
-            "would wait for gloo's timeout)",
-            state_->who);
+        log::warn(state_->who +
+                  ": leaking the process group of a cancelled collective (destroying it would "
+                  "wait for gloo's timeout)");
         static_cast<void>(state_->group.release());
     }
 }

@@ -58,6 +58,16 @@ TEST(Dummy, ChunksAtAnyOffsetMatchTheWholeTensor) {
     EXPECT_THAT(misaligned.error().message, ::testing::HasSubstr("element-aligned"));
 }
 
+// Tensors over 32 MiB fill in parallel slices; the bytes equal one serial fill.
+TEST(Dummy, LargeTensorsFilledInSlicesMatchOneSerialFill) {
+    const TensorSpec spec{.name = "embed", .shape = {4099, 4097}, .dtype = DType::bf16};  // ~32 MiB
+    auto whole = dummy_tensor(spec, {.seed = 11});
+    ASSERT_TRUE(whole);
+    std::vector<std::byte> serial(whole->nbytes());
+    ASSERT_TRUE(fill_dummy(spec, {.seed = 11}, 0, serial));
+    EXPECT_EQ(std::memcmp(serial.data(), whole->data(), serial.size()), 0);
+}
+
 TEST(Dummy, MeanAndStandardDeviation) {
     for (double mean : {0.0, 1.0}) {
         auto tensor =

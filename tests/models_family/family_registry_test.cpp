@@ -146,7 +146,7 @@ TEST(BuiltinFamilies, Qwen3IsRegistered) {
     EXPECT_EQ(*moe, *qwen3);
     EXPECT_FALSE((*qwen3)->serve_by_default);
     const ModelFamily& family = **qwen3;
-    EXPECT_THAT(family.presets, testing::ElementsAre("tiny", "0.6b"));
+    EXPECT_THAT(family.presets, testing::ElementsAre("tiny", "0.6b", "8b"));
     EXPECT_EQ(family.ar_stage_factory, "qwen3.thinker");
     EXPECT_FALSE(family.serve.pipeline_yaml.empty());
     EXPECT_EQ(family.serve.plugin_file, "libomnirt_qwen3_plugin.so");

@@ -376,7 +376,7 @@ json to_json(const Qwen3Config& c) {
     return out;
 }
 
-std::vector<std::string> qwen3_preset_names() { return {"tiny", "0.6b"}; }
+std::vector<std::string> qwen3_preset_names() { return {"tiny", "0.6b", "8b"}; }
 
 Result<Qwen3Config> qwen3_preset(std::string_view name, bool moe) {
     Qwen3Config c;
@@ -429,8 +429,28 @@ Result<Qwen3Config> qwen3_preset(std::string_view name, bool moe) {
         c.eos_token_ids = {151645};
         return c;
     }
+    if (name == "8b") {
+        if (moe) {
+            return fail(ErrorCode::not_found,
+                        "there is no MoE variant of the 8b preset (use tiny with moe)");
+        }
+        // Qwen/Qwen3-8B config.json.
+        c.vocab_size = 151936;
+        c.hidden_size = 4096;
+        c.intermediate_size = 12288;
+        c.num_hidden_layers = 36;
+        c.num_attention_heads = 32;
+        c.num_key_value_heads = 8;
+        c.head_dim = 128;
+        c.max_position_embeddings = 40960;
+        c.max_window_layers = 36;
+        c.tie_word_embeddings = false;
+        c.bos_token_id = 151643;
+        c.eos_token_ids = {151645};
+        return c;
+    }
     return fail(ErrorCode::not_found,
-                "unknown Qwen3 preset \"" + std::string(name) + "\" (tiny, 0.6b)");
+                "unknown Qwen3 preset \"" + std::string(name) + "\" (tiny, 0.6b, 8b)");
 }
 
 }  // namespace omnirt::models::qwen3

@@ -79,8 +79,8 @@ struct Qwen3Config {
 [[nodiscard]] nlohmann::json to_json(const Qwen3Config& config);
 
 // Named presets: "tiny" (hidden 64, 2 layers, 4 heads, 2 kv heads, head_dim 16, intermediate 128,
-// vocabulary of the tiny tokenizer; moe: 4 experts, top-2) and "0.6b" (Qwen/Qwen3-0.6B's
-// values; no MoE variant). not_found for other names.
+// vocabulary of the tiny tokenizer; moe: 4 experts, top-2), "0.6b" and "8b" (Qwen/Qwen3-0.6B's
+// and Qwen/Qwen3-8B's values; no MoE variant). not_found for other names.
 [[nodiscard]] Result<Qwen3Config> qwen3_preset(std::string_view name, bool moe = false);
 [[nodiscard]] std::vector<std::string> qwen3_preset_names();
 
