@@ -88,6 +88,8 @@ step() {
 cmake_args=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DOMNIRT_TESTS=ON -DCMAKE_POLICY_VERSION_MINIMUM=3.5)
 # FFmpeg (video, BMP / GIF) is not carried: its codec libraries alone would fill the transfer.
 if [ "${GATHER_MEDIA:-0}" != 1 ]; then cmake_args+=(-DOMNIRT_FFMPEG=OFF -DOMNIRT_CURL=OFF); fi
+# Nor is libonnx-dev (Silero VAD's file reader): the VAD layer builds without it.
+cmake_args+=(-DOMNIRT_VAD_ONNX=OFF)
 if [ "$rehearsal" != 1 ]; then
   torch_cmake=$(timeout 60 python3 -c 'import torch; print(torch.utils.cmake_prefix_path)' 2>/dev/null)
   torch_lib=$(timeout 60 python3 -c 'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "lib"))' 2>/dev/null)

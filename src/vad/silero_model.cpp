@@ -1,5 +1,7 @@
 // Reads Silero VAD v5's weights from its ONNX file with ONNX's own protobuf definitions
 // (Debian libonnx-dev). Only the 16 kHz branch of the graph's `If` on the sample rate is used.
+// A build without ONNX (OMNIRT_VAD_ONNX=OFF: the GPU device run, which does not carry it) has
+// the VAD network but cannot read its file: load_from_bytes() says so.
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -11,7 +13,9 @@
 #include <new>
 #include <string_view>
 
+#ifdef OMNIRT_VAD_ONNX
 #include <onnx/onnx_pb.h>
+#endif
 
 #include "vad/silero_vad.h"
 #include "vad/silero_weights.h"
@@ -24,6 +28,12 @@ using Weights = SileroModel::Weights;
 // The v5 file is 2.3 MB; anything this large is not the model.
 constexpr std::uintmax_t kMaxFileBytes = 64u << 20;
 
+Error not_silero(const std::string& path, const std::string& what) {
+    return Error{ErrorCode::invalid_argument,
+                 "vad: " + path + " is not a Silero VAD v5 ONNX model: " + what};
+}
+
+#ifdef OMNIRT_VAD_ONNX
 // Named tensors and Conv nodes of one graph (a branch of the sample-rate `If`). Names are
 // matched by their last component: exporters prefix them ("If_0_then_branch__Inline_0__...").
 class GraphIndex {
@@ -73,11 +83,6 @@ class GraphIndex {
     std::map<std::string, const onnx::NodeProto*> convs_;
     std::vector<const onnx::NodeProto*> pads_;
 };
-
-Error not_silero(const std::string& path, const std::string& what) {
-    return Error{ErrorCode::invalid_argument,
-                 "vad: " + path + " is not a Silero VAD v5 ONNX model: " + what};
-}
 
 std::string shape_string(const onnx::TensorProto& tensor) {
     std::string text = "[";
@@ -256,6 +261,8 @@ const onnx::GraphProto* find_16k_graph(const onnx::GraphProto& top) {
     return nullptr;
 }
 
+#endif  // OMNIRT_VAD_ONNX
+
 }  // namespace
 
 SileroModel::SileroModel(std::unique_ptr<const Weights> weights) : weights_(std::move(weights)) {}
@@ -288,6 +295,11 @@ Result<std::shared_ptr<const SileroModel>> SileroModel::load_from_bytes(std::str
         return fail(not_silero(
             name, "it has " + std::to_string(onnx_bytes.size()) + " bytes (the model has 2.3 MB)"));
     }
+#ifndef OMNIRT_VAD_ONNX
+    return fail(ErrorCode::failed_precondition,
+                "vad: cannot read " + name +
+                    ": this omnirt was built without ONNX's protobuf library (libonnx-dev)");
+#else
     try {
         onnx::ModelProto model;
         if (onnx_bytes.empty() ||
@@ -308,6 +320,7 @@ Result<std::shared_ptr<const SileroModel>> SileroModel::load_from_bytes(std::str
     } catch (const std::bad_alloc&) {
         return fail(ErrorCode::resource_exhausted, "vad: out of memory reading " + name);
     }
+#endif
 }
 
 std::string default_model_path() {
