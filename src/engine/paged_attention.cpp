@@ -14,6 +14,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "engine/attention_index.h"
 #include "engine/cpu_vector.h"
 #include "engine/paged_attention_decode.h"
 
@@ -373,7 +374,10 @@ at::Tensor paged_attention(const at::Tensor& query, const at::Tensor& keys,
         (type == at::kFloat || type == at::kBFloat16 || type == at::kHalf) &&
         keys.scalar_type() == type && values.scalar_type() == type;
     if (cpu_kernel_fits) return paged_attention_cpu(query, keys, values, batch, scale);
-    return paged_attention_reference(query, keys, values, batch, scale);
+    check_shapes(query, keys, values, batch);
+    return paged_attention_gathered(
+        query, keys, values, attention_index(batch, keys.size(1), query.size(1), query.device()),
+        scale);
 }
 
 at::Tensor paged_attention_cpu(const at::Tensor& query, const at::Tensor& keys,

@@ -25,13 +25,15 @@
 namespace omnirt::engine {
 
 // Dispatches to the fastest implementation for the tensors' device and dtype: the CPU kernel
-// for float32 / bfloat16 / float16 on the CPU, paged_attention_reference otherwise.
+// for float32 / bfloat16 / float16 on the CPU, paged_attention_gathered (attention_index.h)
+// otherwise. A model that calls it for every layer should build the AttentionIndex once per
+// forward and call paged_attention_gathered itself (Qwen3Model does).
 [[nodiscard]] at::Tensor paged_attention(const at::Tensor& query, const at::Tensor& keys,
                                          const at::Tensor& values,
                                          std::span<const SequenceInput> batch, double scale);
 
-// Device-neutral implementation with ATen operators (gather each sequence's keys and values,
-// batched matmul, masked softmax): what non-CPU devices run, and the oracle of the CPU kernel.
+// Device-neutral implementation with ATen operators, one sequence at a time (gather its keys and
+// values, batched matmul, masked softmax): the oracle of the CPU kernel and of the gathered path.
 [[nodiscard]] at::Tensor paged_attention_reference(const at::Tensor& query, const at::Tensor& keys,
                                                    const at::Tensor& values,
                                                    std::span<const SequenceInput> batch,

@@ -1,5 +1,7 @@
 // paged_attention: the CPU kernel against the ATen reference and against dense causal attention
-// over contiguous keys, with grouped heads, several sequences, shuffled blocks and bfloat16.
+// over contiguous keys, with grouped heads, several sequences, shuffled blocks and bfloat16; the
+// batched gathered path (attention_index.h, what CUDA runs) against the reference, in one group
+// and split into several.
 #include "engine/paged_attention.h"
 
 #include <ATen/ATen.h>
@@ -11,6 +13,7 @@
 #include <numeric>
 #include <random>
 
+#include "engine/attention_index.h"
 #include "engine/kv_cache.h"
 #include "engine/paged_attention_decode.h"
 
@@ -101,6 +104,21 @@ TEST_P(PagedAttention, KernelAndReferenceMatchDenseAttention) {
         paged_attention(query, cache.keys(0), cache.values(0), batch, scale);
     EXPECT_TRUE(dispatched.equal(kernel));
     EXPECT_TRUE(at::allclose(kernel, reference, 1e-5, 1e-5));
+    // The gathered path: one group (the default budget), one sequence per group (a budget of one
+    // byte), and groups of two (a budget between).
+    const std::int64_t two_sequences = 4 * 2 * c.heads * 9 * 27;
+    for (const std::int64_t budget : {kDefaultScoreBudgetBytes, std::int64_t{1}, two_sequences}) {
+        const AttentionIndex index =
+            attention_index(batch, c.block_size, c.heads, at::kCPU, budget);
+        const std::size_t expected_groups = budget == 1               ? batch.size()
+                                            : budget == two_sequences ? 2
+                                                                      : 1;
+        EXPECT_EQ(index.groups.size(), expected_groups) << budget;
+        const at::Tensor gathered =
+            paged_attention_gathered(query, cache.keys(0), cache.values(0), index, scale);
+        EXPECT_EQ(gathered.sizes(), query.sizes());
+        EXPECT_TRUE(at::allclose(gathered, reference, 1e-5, 1e-5)) << budget;
+    }
     std::int64_t row = 0;
     for (std::size_t i = 0; i < batch.size(); ++i) {
         const std::int64_t count = shapes[i].second;
@@ -118,6 +136,10 @@ TEST_P(PagedAttention, KernelAndReferenceMatchDenseAttention) {
     const at::Tensor reference16 =
         paged_attention_reference(query16, keys16, values16, batch, scale);
     EXPECT_EQ(kernel16.scalar_type(), at::kBFloat16);
+    const at::Tensor gathered16 = paged_attention_gathered(
+        query16, keys16, values16, attention_index(batch, c.block_size, c.heads, at::kCPU), scale);
+    EXPECT_EQ(gathered16.scalar_type(), at::kBFloat16);
+    EXPECT_TRUE(at::allclose(gathered16.to(at::kFloat), reference16.to(at::kFloat), 1e-2, 1e-2));
     EXPECT_TRUE(at::allclose(kernel16.to(at::kFloat), reference16.to(at::kFloat), 2e-2, 2e-2));
     EXPECT_TRUE(at::allclose(kernel16.to(at::kFloat), kernel, 5e-2, 5e-2));
     const at::Tensor kernel_half =

@@ -40,6 +40,13 @@ struct GoldenCase {
     at::ScalarType dtype;
 };
 
+std::string case_name(const GoldenCase& c) {
+    return std::string(c.moe ? "Moe" : "Dense") + (c.cuda ? "Cuda" : "Cpu") +
+           (c.dtype == at::kFloat ? "Float32" : "Bfloat16");
+}
+
+void PrintTo(const GoldenCase& c, std::ostream* os) { *os << case_name(c); }
+
 class Qwen3HfGoldenTest : public ::testing::TestWithParam<GoldenCase> {};
 
 TEST_P(Qwen3HfGoldenTest, LogprobsAndGreedyTokensMatchTransformers) {
@@ -110,11 +117,7 @@ INSTANTIATE_TEST_SUITE_P(
                       GoldenCase{true, false, at::kBFloat16}, GoldenCase{false, true, at::kFloat},
                       GoldenCase{true, true, at::kFloat}, GoldenCase{false, true, at::kBFloat16},
                       GoldenCase{true, true, at::kBFloat16}),
-    [](const auto& info) {
-        const GoldenCase& c = info.param;
-        return std::string(c.moe ? "Moe" : "Dense") + (c.cuda ? "Cuda" : "Cpu") +
-               (c.dtype == at::kFloat ? "Float32" : "Bfloat16");
-    });
+    [](const auto& info) { return case_name(info.param); });
 
 }  // namespace
 }  // namespace omnirt::models::qwen3

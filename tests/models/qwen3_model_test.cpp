@@ -138,6 +138,36 @@ TEST_P(Qwen3ModelTest, SequenceAloneEqualsSequenceInABatch) {
     expect_close(together.logits[2], full_prefill_logits(*model_, c)[0], kTolerance, "c");
 }
 
+// The batched gathered attention (what CUDA runs) gives the CPU kernel's logits for a batch of
+// decode, prefill chunk and fresh prefill rows.
+TEST_P(Qwen3ModelTest, GatheredAttentionPathEqualsTheCpuKernel) {
+    auto gathered = Qwen3Model::create(config_, testing::lookup_of(weights_),
+                                       {.dtype = at::kFloat, .gathered_attention = true});
+    ASSERT_TRUE(gathered.has_value()) << gathered.error().to_string();
+    const auto a = token_ids(10, config_.vocab_size, 4);
+    const auto b = token_ids(9, config_.vocab_size, 5);
+    const auto c = token_ids(11, config_.vocab_size, 6);
+    const std::vector<SequenceInput> prefix = {
+        sequence_input("a", slice(a, 0, 9), 0, block_range(0, 3)),
+        sequence_input("b", slice(b, 0, 3), 0, block_range(3, 3))};
+    const std::vector<SequenceInput> step = {
+        sequence_input("a", {a[9]}, 9, block_range(0, 3)),
+        sequence_input("b", slice(b, 3, 9), 3, block_range(3, 3)),
+        sequence_input("c", c, 0, block_range(6, 3))};
+    auto kernel_cache = make_cache(*model_, 16, 4);
+    auto gathered_cache = make_cache(**gathered, 16, 4);
+    const ForwardOutput kernel_prefix = run(*model_, *kernel_cache, prefix);
+    const ForwardOutput gathered_prefix = run(**gathered, *gathered_cache, prefix);
+    const ForwardOutput kernel_step = run(*model_, *kernel_cache, step);
+    const ForwardOutput gathered_step = run(**gathered, *gathered_cache, step);
+    for (std::int64_t i = 0; i < 2; ++i) {
+        expect_close(gathered_prefix.logits[i], kernel_prefix.logits[i], kTolerance, "prefix");
+    }
+    for (std::int64_t i = 0; i < 3; ++i) {
+        expect_close(gathered_step.logits[i], kernel_step.logits[i], kTolerance, "step");
+    }
+}
+
 TEST_P(Qwen3ModelTest, BlockOrderDoesNotMatter) {
     const auto first = token_ids(14, config_.vocab_size, 8);
     const auto second = token_ids(9, config_.vocab_size, 9);

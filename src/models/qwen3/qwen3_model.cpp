@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 
 #include <cmath>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -44,7 +45,8 @@ Qwen3Model::Qwen3Model(const Qwen3Config& config, Qwen3Weights weights, Qwen3Mod
       dtype_(options.dtype),
       device_(options.device),
       rotary_(std::move(options.rotary)),
-      tensor_parallel_(std::move(options.tensor_parallel)) {
+      tensor_parallel_(std::move(options.tensor_parallel)),
+      gathered_attention_(options.gathered_attention) {
     if (tensor_parallel_ && tensor_parallel_->size() == 1) tensor_parallel_.reset();
 }
 
@@ -252,7 +254,7 @@ void Qwen3Model::layer_content(std::int32_t after_layers, at::Tensor& x,
 
 void Qwen3Model::decoder_layer(std::int64_t index, at::Tensor& x, const RotaryTables& rotary,
                                const at::Tensor& slots, std::span<const SequenceInput> batch,
-                               KVCache& cache) const {
+                               const engine::AttentionIndex* attention, KVCache& cache) const {
     const Qwen3LayerWeights& w = weights_.layers[static_cast<std::size_t>(index)];
     const std::int64_t tokens = x.size(0);
     const std::int64_t d = config_.head_dim;
@@ -273,8 +275,10 @@ void Qwen3Model::decoder_layer(std::int64_t index, at::Tensor& x, const RotaryTa
     at::Tensor& values = cache.values(static_cast<int>(index));
     keys.view({-1, kv_heads, d}).index_copy_(0, slots, k);
     values.view({-1, kv_heads, d}).index_copy_(0, slots, v);
+    const double scale = 1.0 / std::sqrt(static_cast<double>(d));
     const at::Tensor attended =
-        engine::paged_attention(q, keys, values, batch, 1.0 / std::sqrt(static_cast<double>(d)));
+        attention != nullptr ? engine::paged_attention_gathered(q, keys, values, *attention, scale)
+                             : engine::paged_attention(q, keys, values, batch, scale);
     if (tensor_parallel_) {
         // Row-parallel: partial sums over this rank's heads; the bias joins once, after them.
         at::Tensor attention = project(attended.view({tokens, heads * d}), w.o_proj);
@@ -352,6 +356,11 @@ Result<ForwardOutput> Qwen3Model::run(std::span<const SequenceInput> batch, KVCa
         return at::tensor(values, at::kLong).to(device_);
     };
     const at::Tensor slot_index = to_device(slots);
+    // Off the CPU, attention runs batched over indices copied to the device once per forward.
+    std::optional<engine::AttentionIndex> attention;
+    if (!device_.is_cpu() || gathered_attention_) {
+        attention = engine::attention_index(batch, block_size, weights_.shard.heads, device_);
+    }
 
     OMNI_TRY(const RotaryTables rotary, rotary_->tables(batch, total));
     ForwardOutput output;
@@ -364,7 +373,8 @@ Result<ForwardOutput> Qwen3Model::run(std::span<const SequenceInput> batch, KVCa
     at::Tensor x = embed(batch, to_device(token_ids));
     if (has_content) layer_content(0, x, batch, output);
     for (std::int64_t layer = 0; layer < config_.num_hidden_layers; ++layer) {
-        decoder_layer(layer, x, rotary, slot_index, batch, cache);
+        decoder_layer(layer, x, rotary, slot_index, batch, attention ? &*attention : nullptr,
+                      cache);
         if (has_content) layer_content(static_cast<std::int32_t>(layer + 1), x, batch, output);
     }
     const at::Tensor hidden =

@@ -36,6 +36,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "engine/attention_index.h"
 #include "engine/model_runner.h"
 #include "engine/tp_communicator.h"
 #include "models/qwen3/config.h"
@@ -57,6 +58,9 @@ struct Qwen3ModelOptions {
     // Tensor parallelism: this rank's group (its rank() and size() pick the weight shard); null
     // for one rank.
     std::shared_ptr<engine::TpCommunicator> tensor_parallel;
+    // Attention through the batched gathered path (engine/attention_index.h) on the CPU too,
+    // instead of the CPU kernel: what every other device runs; for tests and comparisons.
+    bool gathered_attention = false;
 };
 
 class Qwen3Model final : public engine::ModelRunner {
@@ -112,9 +116,11 @@ class Qwen3Model final : public engine::ModelRunner {
     [[nodiscard]] at::Tensor lm_head(const at::Tensor& hidden) const;
     // Sums a row-parallel partial result over the ranks (nothing with one rank).
     void reduce(at::Tensor& partial) const;
+    // `attention`: the batch's device indices (engine/attention_index.h) on devices without
+    // the CPU attention kernel, built once per forward; null on the CPU.
     void decoder_layer(std::int64_t index, at::Tensor& x, const RotaryTables& rotary,
                        const at::Tensor& slots, std::span<const engine::SequenceInput> batch,
-                       engine::KVCache& cache) const;
+                       const engine::AttentionIndex* attention, engine::KVCache& cache) const;
 
     Qwen3Config config_;
     Qwen3Weights weights_;
@@ -122,6 +128,7 @@ class Qwen3Model final : public engine::ModelRunner {
     at::Device device_;
     std::unique_ptr<RotaryEmbedding> rotary_;
     std::shared_ptr<engine::TpCommunicator> tensor_parallel_;
+    bool gathered_attention_;
 };
 
 }  // namespace omnirt::models::qwen3
