@@ -10,7 +10,9 @@
 #   DEVICE_REHEARSAL=1 bash scripts/device/run.sh # here: Debian's CPU libtorch, -j1, a few
 #                                                 # small targets, no GPU steps (see docs/gpu.md)
 # Environment: OUT (default ./device-out), DEVICE_BUDGET_S (whole-run budget, default 530),
-# DEVICE_JOBS (default 16; 1 in rehearsal), DEVICE_BUILD_DIR (default build-device).
+# DEVICE_JOBS (default 16; 1 in rehearsal), DEVICE_BUILD_DIR (default build-device),
+# DEVICE_TESTS (1: build and run the libtorch tests; 0: skip them, for a short bench-only run),
+# DEVICE_SHAPES (default "0.6b 8b"), DEVICE_BATCHES (default "1 64").
 set -uo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -169,11 +171,11 @@ if [ "$rehearsal" = 1 ]; then
 else
   # -k 0: every failing file in one run, not the first few.
   step build-omnirt 240 build.log ninja -C "$build" -k 0 -j "$jobs" omnirt omnirt_qwen3_plugin \
-    omnirt_c10d_plugin
+    $([ "${DEVICE_TESTS:-1}" = 1 ] && echo omnirt_c10d_plugin)
 fi
 
 bin=$build/bin/omnirt
-if [ "$rehearsal" != 1 ]; then
+if [ "$rehearsal" != 1 ] && [ "${DEVICE_TESTS:-1}" = 1 ]; then
   # --- the tests that link libtorch (engine, models, torch bridge, c10d relay), built and run
   # against the CUDA libtorch first (they are what says the build is right); most run on CPU
   # tensors, the Qwen3 golden test also on cuda:0.
@@ -191,16 +193,18 @@ if [ "$rehearsal" != 1 ]; then
   if [ -x "$build/tests/relay_c10d_loader_test" ]; then
     step c10d-loader-test 30 ctest.log "$build/tests/relay_c10d_loader_test"
   fi
+fi
+if [ "$rehearsal" != 1 ]; then
   # --- the bench on cuda:0: a tiny smoke run first (the CUDA path at all), then Qwen3-0.6B's
   # and Qwen3-8B's shapes with dummy weights at batch 1 and 64.
   if [ -x "$bin" ]; then
     step bench-tiny-cuda 45 bench.log "$bin" bench generate --preset tiny --gpu 0 --batch 1 \
       --input-len 32 --output-len 16 --bandwidth-mib 256
-    for shape in 0.6b 8b; do
-      step "bench-$shape-b1" 100 bench.log "$bin" bench generate --preset "$shape" --gpu 0 \
-        --batch 1 --input-len 512 --output-len 128 --json "$OUT/bench-$shape-b1.json"
-      step "bench-$shape-b64" 120 bench.log "$bin" bench generate --preset "$shape" --gpu 0 \
-        --batch 64 --input-len 512 --output-len 128 --json "$OUT/bench-$shape-b64.json"
+    for shape in ${DEVICE_SHAPES:-0.6b 8b}; do
+      for b in ${DEVICE_BATCHES:-1 64}; do
+        step "bench-$shape-b$b" 120 bench.log "$bin" bench generate --preset "$shape" --gpu 0 \
+          --batch "$b" --input-len 512 --output-len 128 --json "$OUT/bench-$shape-b$b.json"
+      done
     done
   else
     summary+=("| bench | skipped (no omnirt binary) | 0 | |")
@@ -256,7 +260,16 @@ fi
     echo
     echo "### $(basename "$j")"
     echo
-    python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(f"{r[\"model\"]}, {r.get(\"device\",\"?\")}, {r[\"dtype\"]}, load {r[\"load_seconds\"]:.1f} s"); [print(f"- batch {b[\"batch\"]}: TTFT p50 {b[\"ttft_p50_ms\"]:.1f} ms, {b[\"decode_tokens_per_second_per_request\"]:.1f} tok/s/req, {b[\"decode_tokens_per_second_aggregate\"]:.1f} tok/s total, step {b[\"step_ms\"]:.2f} ms, failed {b[\"failed\"]}") for b in r["batches"]]' "$j" 2>&1
+    python3 - "$j" <<'PY' 2>&1
+import json, sys
+r = json.load(open(sys.argv[1]))
+print(f"{r.get('model', '?')}, {r.get('device', '?')}, {r.get('dtype', '?')}, load {r.get('load_seconds', 0):.1f} s")
+for b in r["batches"]:
+    print(f"- batch {b['batch']}: TTFT p50 {b['ttft_p50_ms']:.1f} ms, "
+          f"{b['decode_tokens_per_second_per_request']:.1f} tok/s/req, "
+          f"{b['decode_tokens_per_second_aggregate']:.1f} tok/s total, step {b['step_ms']:.2f} ms, "
+          f"failed {b['failed']}")
+PY
   done
   if [ -f "$OUT/bench.log" ]; then
     echo
