@@ -13,6 +13,7 @@
 #include "cli/bench_vad_command.h"
 #include "cli/config_command.h"
 #include "cli/make_checkpoint_command.h"
+#include "cli/openblas_core.h"
 #include "cli/process_command.h"
 #include "cli/relay_commands.h"
 #include "cli/run_command.h"
@@ -20,6 +21,7 @@
 #include "cli/tokenize_command.h"
 
 int main(int argc, char** argv) {
+    omnirt::cli::choose_openblas_kernels(argv);  // may re-execute this binary (openblas_core.h)
     // Logs go to stderr: stdout carries command output (JSON, tables).
     // (Unnamed, so a command may register a logger under any name, e.g. its process name.)
     spdlog::set_default_logger(std::make_shared<spdlog::logger>(
