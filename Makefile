@@ -5,6 +5,8 @@
 #   make sanitize  build (build-asan/) and run the suite under ASan + UBSan
 #   make sanitize-ci  the same for the threaded layers only (what .ci/run adds after make test)
 #   make fuzz      build the libFuzzer targets with clang-14 and fuzz each decoder briefly
+#   make chaos     kill and freeze stage processes under load for CHAOS_SECONDS (tests/chaos)
+#   make soak      steady mixed load for SOAK_MINUTES, memory and descriptors sampled (tests/chaos)
 #   make format    apply .clang-format to every source file
 #   make check-format  fail when a source file differs from .clang-format
 BUILD_DIR ?= build
@@ -18,8 +20,10 @@ export CCACHE_BASEDIR := $(CURDIR)
 export CCACHE_NOHASHDIR := 1
 
 SERVE_ARGS ?=
+CHAOS_SECONDS ?= 300
+SOAK_MINUTES ?= 20
 
-.PHONY: setup build serve test sanitize sanitize-ci fuzz format check-format clean
+.PHONY: setup build serve test sanitize sanitize-ci fuzz chaos soak format check-format clean
 
 setup:
 	@bash scripts/setup.sh
@@ -35,6 +39,16 @@ serve: build
 
 test: check-format build
 	cd $(BUILD_DIR) && ctest $(CTEST_FLAGS)
+
+# Reports: $(BUILD_DIR)/chaos.json; $(BUILD_DIR)/soak/{soak.csv,soak.json,soak.png}
+# (docs/reliability.md).
+chaos: build
+	OMNIRT_BIN=./$(BUILD_DIR)/bin/omnirt node tests/chaos/chaos.mjs --seconds $(CHAOS_SECONDS) \
+	  --concurrency 8 --json $(BUILD_DIR)/chaos.json
+
+soak: build
+	OMNIRT_BIN=./$(BUILD_DIR)/bin/omnirt node tests/chaos/soak.mjs --minutes $(SOAK_MINUTES) \
+	  --out $(BUILD_DIR)/soak
 
 $(ASAN_DIR)/build.ninja:
 	cmake -S . -B $(ASAN_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DOMNIRT_SANITIZE=ON

@@ -1,0 +1,188 @@
+// The chaos suite (issue 21): `omnirt serve --demo` under steady load while stage processes are
+// killed (SIGKILL) or frozen (SIGSTOP, then SIGCONT), clients disconnect mid-stream and read
+// slowly. Then it checks what must hold whatever happened:
+//
+//   - no request lost: each ended with its full answer, an error the client can read, or the
+//     client's own disconnect (tests/chaos/load.mjs);
+//   - the pipeline heals: /health returns to "ok" (the supervisor restarts killed processes,
+//     docs/pipeline.md) and new requests are answered correctly;
+//   - nothing leaks: after the load, the server's file descriptors and threads are back within
+//     a small margin of the warmed-up baseline; after SIGTERM the server exits 0, every process
+//     of its tree is gone and no shared-memory segment of theirs is left in /dev/shm.
+//
+//   node tests/chaos/chaos.mjs [--seconds 40] [--concurrency 6] [--fault-every-ms 4000]
+//                              [--seed 1] [--json FILE]
+//
+// Exit 0 when every check passed, 1 otherwise (each failure printed). Timeouts are hang guards.
+import { writeFile } from 'node:fs/promises';
+import { parseArgs } from 'node:util';
+import { setTimeout as delay } from 'node:timers/promises';
+
+import { startServer } from '../e2e/server.mjs';
+import { kKinds, runRequest, seededRandom } from './load.mjs';
+import { alive, descendants, shmSegmentsOf, treeUsage } from './process_tree.mjs';
+
+const { values: options } = parseArgs({
+    options: {
+        seconds: { type: 'string', default: '40' },
+        concurrency: { type: 'string', default: '6' },
+        'fault-every-ms': { type: 'string', default: '4000' },
+        seed: { type: 'string', default: '1' },
+        json: { type: 'string' },
+        'heal-timeout-s': { type: 'string', default: '60' },
+    },
+});
+const seconds = Number(options.seconds);
+const concurrency = Number(options.concurrency);
+const faultEveryMs = Number(options['fault-every-ms']);
+const random = seededRandom(Number(options.seed));
+const failures = [];
+const fail = (what) => {
+    failures.push(what);
+    console.error(`FAIL: ${what}`);
+};
+
+async function health(origin) {
+    try {
+        const response = await fetch(`${origin}/health`, { signal: AbortSignal.timeout(5_000) });
+        return { status: response.status, body: await response.json() };
+    } catch (error) {
+        return { status: 0, body: { error: error.message } };
+    }
+}
+
+async function waitHealthy(origin, timeoutMs) {
+    const deadline = Date.now() + timeoutMs;
+    let last;
+    while (Date.now() < deadline) {
+        last = await health(origin);
+        if (last.status === 200 && last.body.status === 'ok') return { ok: true, last };
+        await delay(200);  // polling a state, not synchronising with an event
+    }
+    return { ok: false, last };
+}
+
+// A restart budget that the faults of a long run cannot spend (the budget itself is tested in
+// tests/runner), and short back-offs so that the pipeline heals between faults.
+const server = await startServer({
+    stopTimeoutMs: 60_000,
+    args: ['--set', 'restart.max_restarts=1000', '--set', 'restart.window_s=60',
+           '--set', 'restart.backoff_initial_ms=100', '--set', 'restart.backoff_max_ms=1000'],
+});
+const serverPid = server.proc.pid;
+if (!serverPid) throw new Error('tests/e2e/server.mjs gave no server pid');
+const origin = server.origin;
+const seenPids = new Set([serverPid]);
+const remember = async () => {
+    for (const pid of await descendants(serverPid)) seenPids.add(pid);
+};
+
+// Warm-up: each kind once, then the baseline.
+for (const kind of kKinds) {
+    const result = await runRequest(origin, kind, random);
+    if (result.outcome === 'lost' || result.outcome === 'error') {
+        fail(`warm-up ${kind}: ${result.outcome} ${result.why ?? result.message}`);
+    }
+}
+await remember();
+const baseline = await treeUsage(serverPid);
+console.log(`baseline: server fds ${baseline.server.fds}, threads ${baseline.server.threads}, ` +
+            `rss ${(baseline.server.rssKiB / 1024).toFixed(1)} MiB; ${baseline.pids.length} processes`);
+
+// Load and faults.
+const counts = {};
+const lostSamples = [];
+const faults = [];
+const endAt = Date.now() + seconds * 1000;
+const workers = Array.from({ length: concurrency }, async () => {
+    while (Date.now() < endAt) {
+        const kind = kKinds[Math.floor(random() * kKinds.length)];
+        const result = await runRequest(origin, kind, random);
+        const key = `${result.outcome}`;
+        counts[key] = (counts[key] ?? 0) + 1;
+        counts[`${kind}.${result.outcome}`] = (counts[`${kind}.${result.outcome}`] ?? 0) + 1;
+        if (result.outcome === 'lost' && lostSamples.length < 10) lostSamples.push(result);
+        if (result.outcome === 'error') await delay(20);  // fail-fast errors: do not spin
+    }
+});
+const injector = (async () => {
+    while (Date.now() + faultEveryMs < endAt) {
+        await delay(faultEveryMs * (0.5 + random()));
+        await remember();
+        const stages = (await descendants(serverPid)).filter((pid) => pid !== serverPid);
+        if (stages.length === 0) continue;
+        const pid = stages[Math.floor(random() * stages.length)];
+        const freeze = random() < 0.4;
+        try {
+            if (freeze) {
+                process.kill(pid, 'SIGSTOP');
+                faults.push({ at: Date.now(), pid, fault: 'SIGSTOP 1.5 s' });
+                await delay(1500);
+                process.kill(pid, 'SIGCONT');
+            } else {
+                process.kill(pid, 'SIGKILL');
+                faults.push({ at: Date.now(), pid, fault: 'SIGKILL' });
+            }
+        } catch (error) {
+            faults.push({ at: Date.now(), pid, fault: `${freeze ? 'SIGSTOP' : 'SIGKILL'} failed: ${error.code}` });
+        }
+    }
+})();
+await Promise.all([...workers, injector]);
+await remember();
+
+if ((counts.lost ?? 0) > 0) {
+    fail(`${counts.lost} requests lost; first: ${lostSamples.map((r) => `${r.kind}: ${r.why}`).join(' | ')}`);
+}
+if ((counts.ok ?? 0) === 0) fail('no request succeeded under load');
+
+// Healing.
+const healStart = Date.now();
+const healed = await waitHealthy(origin, Number(options['heal-timeout-s']) * 1000);
+const healMs = Date.now() - healStart;
+if (!healed.ok) {
+    fail(`the pipeline did not return to health within ${options['heal-timeout-s']} s: ` +
+         JSON.stringify(healed.last?.body).slice(0, 600));
+} else {
+    for (const kind of kKinds.filter((k) => k !== 'disconnect')) {
+        const result = await runRequest(origin, kind, random);
+        if (result.outcome !== 'ok') fail(`after healing, ${kind}: ${result.outcome} ${result.why ?? result.message}`);
+    }
+}
+await remember();
+
+// Leaks while running: the server's descriptors and threads against the baseline (a margin for
+// the restarted processes' pipes and lazily started pools).
+const after = await treeUsage(serverPid);
+const fdMargin = 16;
+const threadMargin = 8;
+if (after.server.fds > baseline.server.fds + fdMargin) {
+    fail(`server file descriptors ${baseline.server.fds} -> ${after.server.fds}`);
+}
+if (after.server.threads > baseline.server.threads + threadMargin) {
+    fail(`server threads ${baseline.server.threads} -> ${after.server.threads}`);
+}
+
+// Shutdown: exit 0, no process left, no segment left.
+try {
+    await server.stop();
+} catch (error) {
+    fail(`shutdown: ${error.message.split('\n')[0]}`);
+}
+const survivors = [];
+for (const pid of seenPids) if (await alive(pid)) survivors.push(pid);
+if (survivors.length > 0) fail(`processes left after shutdown: ${survivors.join(', ')}`);
+const segments = await shmSegmentsOf([...seenPids]);
+if (segments.length > 0) fail(`shared-memory segments left: ${segments.join(', ')}`);
+
+const report = {
+    seconds, concurrency, seed: Number(options.seed), counts, faults: faults.length,
+    sigkill: faults.filter((f) => f.fault === 'SIGKILL').length,
+    sigstop: faults.filter((f) => f.fault.startsWith('SIGSTOP 1.5')).length,
+    heal_ms: healed.ok ? healMs : null,
+    baseline: baseline.server, after: after.server, processes_seen: seenPids.size,
+    failures,
+};
+console.log(JSON.stringify(report, null, 1));
+if (options.json) await writeFile(options.json, JSON.stringify(report, null, 1));
+process.exit(failures.length === 0 ? 0 : 1);
