@@ -129,7 +129,9 @@ Result<std::unique_ptr<pipeline::Scheduler>> make_tts_stage(const pipeline::Stag
         .default_sampling = sampling,
         .depth_sampling = {depth},
         .eos_token_ids = {static_cast<std::int32_t>(weights->config.ids.im_end)},
-        .stream_to_client = false,
+        // Frames go to the stage's stream targets (a vocoder); a stage without any (a bench, a
+        // codes-only pipeline) streams them to the client.
+        .stream_to_client = context.stream_to.empty(),
         .stream_targets = context.stream_to,
         .seed = static_cast<std::uint64_t>(seed),
         .tracer = context.tracer};

@@ -5,7 +5,7 @@
 //
 // Input: data.input_ids, data.vq_positions, data.vq_codes (the prompt of prompt.h). Output: the
 // engine's result (codes [frames, 11], output_ids, finish_reason, usage) and, per frame, stream
-// chunks with `codes` to the stage's stream targets.
+// chunks with `codes` to the stage's stream targets (to the client when it has none).
 //
 // factory_args (model_path is required; runtime prep injects the pipeline's model_path):
 //   dtype                 float32 (default) or bfloat16
