@@ -8,6 +8,7 @@
 #include "checkpoint/dummy.h"
 #include "checkpoint/generated.h"
 #include "models/qwen3/tiny_tokenizer.h"
+#include "models/s2_pro/codec_weights.h"
 #include "models/s2_pro/weights.h"
 
 namespace omnirt::models::s2_pro {
@@ -102,6 +103,15 @@ Result<MadeCheckpoint> make_checkpoint(const std::filesystem::path& directory,
                                                     .base_name = "model",
                                                     .metadata = {{"format", "pt"}},
                                                     .progress = options.progress}));
+    // The codec in float32 (SGLang keeps it so), under codec.pth's keys.
+    OMNI_TRY(CodecSizes codec,
+             codec_preset(options.preset == "s2-pro" ? "release" : options.preset));
+    std::vector<checkpoint::TensorSource> codec_sources;
+    for (const checkpoint::TensorSpec& spec : codec_tensor_specs(codec, DType::f32)) {
+        codec_sources.push_back(checkpoint::dummy_source(spec, init));
+    }
+    OMNI_RETURN_IF_ERROR(checkpoint::write_safetensors(directory / kCodecFile, codec_sources,
+                                                       {.metadata = {{"format", "pt"}}}));
     const S2ProTokenizerFiles& tokenizer = s2_pro_tokenizer_files();
     OMNI_RETURN_IF_ERROR(
         checkpoint::write_json_file(directory / "tokenizer.json", tokenizer.tokenizer));

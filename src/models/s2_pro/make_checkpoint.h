@@ -2,7 +2,8 @@
 // Generated S2-Pro checkpoints: the layout of fishaudio/s2-pro (nested config.json, sharded
 // safetensors with their index and the real tensor names, tokenizer.json /
 // tokenizer_config.json whose special tokens sit at their real ids) with seeded random weights at
-// a preset's sizes. The codec (codec.pth) is not generated (docs/models/s2_pro.md).
+// a preset's sizes, and the codec as codec.safetensors under codec.pth's keys (float32;
+// codec_weights.h: the release's sizes for "s2-pro", smaller ones for tiny / small).
 #include <cstdint>
 #include <filesystem>
 #include <nlohmann/json.hpp>
