@@ -150,4 +150,74 @@ inline at::Tensor decode(const WeightMap& w, const CodecSizes& s, const at::Tens
     return at::tanh(x).squeeze(1);
 }
 
+// Causal strided conv as fish-speech's CausalConvNet: left pad k - s, right pad to whole strides.
+inline at::Tensor strided(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
+                          std::int64_t stride) {
+    const std::int64_t k = weight.size(2), left = k - stride, length = x.size(2);
+    const double frames = static_cast<double>(length - k + left) / stride + 1;
+    const auto ideal = static_cast<std::int64_t>((std::ceil(frames) - 1) * stride + (k - left));
+    return at::conv1d(at::constant_pad_nd(x, {left, ideal - length}), weight, bias,
+                      at::IntArrayRef(stride));
+}
+
+inline at::Tensor residual_unit(const WeightMap& w, const std::string& prefix, const at::Tensor& x,
+                                std::int64_t dilation) {
+    at::Tensor y =
+        conv(w, prefix + ".block.1", snake(x, w.at(prefix + ".block.0.alpha")), dilation);
+    return x + conv(w, prefix + ".block.3", snake(y, w.at(prefix + ".block.2.alpha")));
+}
+
+// audio [B, N] -> codes [B, 10, ceil(N / hop)].
+inline at::Tensor encode(const WeightMap& w, const CodecSizes& s, const at::Tensor& audio) {
+    const std::int64_t hop = s.hop(), n = audio.size(1);
+    at::Tensor x = at::constant_pad_nd(audio, {0, (n + hop - 1) / hop * hop - n}).unsqueeze(1);
+    x = conv(w, "encoder.block.0", x);
+    for (std::size_t i = 0; i < s.encoder_rates.size(); ++i) {
+        const std::string block = "encoder.block." + std::to_string(i + 1) + ".block.";
+        const std::int64_t dilations[] = {1, 3, 9};
+        for (int unit = 0; unit < 3; ++unit) {
+            x = residual_unit(w, block + std::to_string(unit), x, dilations[unit]);
+        }
+        x = snake(x, w.at(block + "3.alpha"));
+        const std::string base = block + "4.conv.parametrizations.weight.";
+        x = strided(x, folded(w, base + "original0", base + "original1"),
+                    w.at(block + "4.conv.bias"), s.encoder_rates[i]);
+        if (i + 1 == s.encoder_rates.size()) {
+            x = transformer(w, block + "5", s.encoder_transformer_layers, 512, x);
+        }
+    }
+    const auto tail = static_cast<std::int64_t>(s.encoder_rates.size());
+    x = snake(x, w.at("encoder.block." + std::to_string(tail + 1) + ".alpha"));
+    x = conv(w, "encoder.block." + std::to_string(tail + 2), x);
+    for (std::int64_t i = 0; i < s.resample_stages; ++i) {
+        const std::string stage = "quantizer.downsample." + std::to_string(i);
+        x = strided(x, w.at(stage + ".0.conv.weight"), w.at(stage + ".0.conv.bias"), 2);
+        x = convnext(w, stage + ".1", x);
+    }
+    at::Tensor residual = transformer(w, "quantizer.pre_module", s.transformer_layers, 128, x);
+    std::vector<at::Tensor> codes;
+    for (std::int64_t k = 0; k < s.num_codebooks(); ++k) {
+        const std::string prefix = k == 0
+                                       ? "quantizer.semantic_quantizer.quantizers.0"
+                                       : "quantizer.quantizer.quantizers." + std::to_string(k - 1);
+        const at::Tensor e = at::conv1d(
+            residual, folded(w, prefix + ".in_proj.weight_g", prefix + ".in_proj.weight_v"),
+            w.at(prefix + ".in_proj.bias"));  // [B, 8, T]
+        const at::Tensor& codebook = w.at(prefix + ".codebook.weight");
+        const at::Tensor en = e.transpose(1, 2) / e.transpose(1, 2).norm(2, {-1}, true);
+        const at::Tensor cn = codebook / codebook.norm(2, {-1}, true);
+        // DAC's rule: the smallest euclidean distance between the normalised vectors.
+        const at::Tensor distance = en.pow(2).sum(-1, true) - 2 * at::matmul(en, cn.t()) +
+                                    cn.pow(2).sum(-1).unsqueeze(0).unsqueeze(0);
+        const at::Tensor ids = (-distance).argmax(-1);
+        codes.push_back(ids);
+        const at::Tensor rows = codebook.index({ids}).transpose(1, 2);
+        residual = residual - at::conv1d(rows,
+                                         folded(w, prefix + ".out_proj.weight_g",
+                                                prefix + ".out_proj.weight_v"),
+                                         w.at(prefix + ".out_proj.bias"));
+    }
+    return at::stack(codes, 1);
+}
+
 }  // namespace omnirt::models::s2_pro::testing::codec_reference

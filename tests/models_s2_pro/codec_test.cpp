@@ -2,8 +2,10 @@
 // batch; the whole decode equals an independent decode written from the fact sheet on the
 // weights as stored; streaming over any split of the frames (past the 128-frame attention
 // window) equals the whole decode; codes past a codebook are clamped; the directory forms of
-// the codec (codec.safetensors, a "generator." prefix, a lone codec.pth) load or fail clearly.
+// the codec (codec.safetensors, a "generator." prefix, a lone codec.pth) load or fail clearly;
+// the encoder (section 7.4) equals an independent encode and round-trips ceil(N / 2048) frames.
 #include "models/s2_pro/codec_decoder.h"
+#include "models/s2_pro/codec_encoder.h"
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
@@ -136,6 +138,44 @@ TEST_F(S2ProCodecTest, OpensCodecSafetensorsWithOrWithoutTheGeneratorPrefix) {
     EXPECT_NE(missing.error().message.find("decoder.model.3.block.4.block.3.conv.bias"),
               std::string::npos)
         << missing.error().message;
+}
+
+TEST_F(S2ProCodecTest, EncoderMatchesTheReferenceAndRoundTripsShapes) {
+    auto encoder = CodecEncoder::create(sizes_, lookup_of(weights_));
+    ASSERT_TRUE(encoder.has_value()) << encoder.error().to_string();
+    at::manual_seed(8);
+    for (const std::int64_t samples : {1, 2048, 5000, 2048 * 3}) {
+        const at::Tensor audio = 0.3 * at::randn({2, samples}, at::kFloat);
+        auto codes = (*encoder)->encode(audio);
+        ASSERT_TRUE(codes.has_value()) << codes.error().to_string();
+        const std::int64_t frames = (samples + 2047) / 2048;
+        EXPECT_EQ(codes->sizes(), (at::IntArrayRef{2, 10, frames})) << samples;
+        EXPECT_EQ(codes->scalar_type(), at::kLong);
+        EXPECT_LT(codes->select(1, 0).max().item<std::int64_t>(), 4096);
+        EXPECT_LT(codes->narrow(1, 1, 9).max().item<std::int64_t>(), 1024);
+        EXPECT_GE(codes->min().item<std::int64_t>(), 0);
+        const at::Tensor expected = codec_reference::encode(weights_, sizes_, audio);
+        // Nearest-codebook choices may flip on a near-tie where float kernels differ (another
+        // CPU); all but a few must agree (a wrong stage would disagree on about all of its).
+        const double agree = codes->eq(expected).to(at::kDouble).mean().item<double>();
+        EXPECT_GE(agree, 0.95) << samples << " samples";
+        auto audio_back = decoder_->decode(*codes);
+        ASSERT_TRUE(audio_back.has_value());
+        EXPECT_EQ(audio_back->sizes(), (at::IntArrayRef{2, 2048 * frames}));
+    }
+    // A clip alone encodes as in a batch; [N] is one clip.
+    const at::Tensor clip = 0.3 * at::randn({3000}, at::kFloat);
+    auto alone = (*encoder)->encode(clip);
+    auto batched = (*encoder)->encode(at::stack({clip, 0.3 * at::randn({3000})}));
+    ASSERT_TRUE(alone.has_value() && batched.has_value());
+    EXPECT_TRUE(at::equal(alone->select(0, 0), batched->select(0, 0)));
+
+    EXPECT_FALSE((*encoder)->encode(at::zeros({1, 0})).has_value());
+    EXPECT_FALSE((*encoder)->encode(at::zeros({1, 1, 10})).has_value());
+    EXPECT_FALSE((*encoder)->encode(at::zeros({4}, at::kLong)).has_value());
+    auto nan = (*encoder)->encode(at::full({1, 10}, NAN));
+    ASSERT_FALSE(nan.has_value());
+    EXPECT_EQ(nan.error().code, ErrorCode::invalid_argument);
 }
 
 }  // namespace

@@ -2,8 +2,6 @@
 
 #include <ATen/ATen.h>
 
-#include "checkpoint/checkpoint.h"
-#include "checkpoint/safetensors.h"
 #include "models/s2_pro/codec_layers.h"
 
 namespace omnirt::models::s2_pro {
@@ -87,35 +85,9 @@ Result<std::unique_ptr<CodecDecoder>> CodecDecoder::create(const CodecSizes& siz
 
 Result<std::unique_ptr<CodecDecoder>> CodecDecoder::open(const std::filesystem::path& directory,
                                                          at::Device device) {
-    const std::filesystem::path file = directory / kCodecFile;
-    if (!std::filesystem::exists(file)) {
-        if (std::filesystem::exists(directory / kCodecPickleFile)) {
-            return fail(
-                ErrorCode::unimplemented,
-                (directory / kCodecPickleFile).string() +
-                    " is a PyTorch pickle, which omnirt does not read: convert it once to " +
-                    std::string(kCodecFile) + " with the same keys (docs/models/s2_pro.md)");
-        }
-        return fail(ErrorCode::not_found,
-                    "no codec in " + directory.string() + " (" + std::string(kCodecFile) + ")");
-    }
-    OMNI_TRY(std::unique_ptr<checkpoint::SafetensorsFile> opened,
-             checkpoint::SafetensorsFile::open(file));
-    std::shared_ptr<const checkpoint::SafetensorsFile> codec(std::move(opened));
-    // fish-speech strips a "generator." prefix when the state dict has one.
-    const std::string prefix =
-        codec->find("generator.decoder.model.0.conv.bias") != nullptr ? "generator." : "";
-    const ShapeOf shape_of = [&](const std::string& name) -> Shape {
-        const checkpoint::TensorEntry* entry = codec->find(prefix + name);
-        return entry == nullptr ? Shape{} : entry->shape;
-    };
-    auto sizes = infer_codec_sizes(shape_of);
-    if (!sizes) return fail(sizes.error().with_context(file.string()));
-    const qwen3::WeightLookup lookup = [codec, prefix](const std::string& name) {
-        return codec->tensor(prefix + name);
-    };
-    auto decoder = create(*sizes, lookup, device);
-    if (!decoder) return fail(decoder.error().with_context(file.string()));
+    OMNI_TRY(codec::CodecFile file, codec::open_codec_file(directory));
+    auto decoder = create(file.sizes, file.lookup, device);
+    if (!decoder) return fail(decoder.error().with_context(file.path));
     return decoder;
 }
 

@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "checkpoint/safetensors.h"
 #include "models/qwen3/layers.h"
 #include "models/s2_pro/fish_layers.h"
 #include "torch_bridge/torch_tensor.h"
@@ -126,6 +127,37 @@ Result<CodecResidualUnit> CodecLoader::residual_unit(const std::string& prefix,
     return out;
 }
 
+Result<CodecFile> open_codec_file(const std::filesystem::path& directory) {
+    const std::filesystem::path file = directory / kCodecFile;
+    if (!std::filesystem::exists(file)) {
+        if (std::filesystem::exists(directory / kCodecPickleFile)) {
+            return fail(
+                ErrorCode::unimplemented,
+                (directory / kCodecPickleFile).string() +
+                    " is a PyTorch pickle, which omnirt does not read: convert it once to " +
+                    std::string(kCodecFile) + " with the same keys (docs/models/s2_pro.md)");
+        }
+        return fail(ErrorCode::not_found,
+                    "no codec in " + directory.string() + " (" + std::string(kCodecFile) + ")");
+    }
+    OMNI_TRY(std::unique_ptr<checkpoint::SafetensorsFile> opened,
+             checkpoint::SafetensorsFile::open(file));
+    std::shared_ptr<const checkpoint::SafetensorsFile> codec(std::move(opened));
+    // fish-speech strips a "generator." prefix when the state dict has one.
+    const std::string prefix =
+        codec->find("generator.decoder.model.0.conv.bias") != nullptr ? "generator." : "";
+    const ShapeOf shape_of = [&](const std::string& name) -> Shape {
+        const checkpoint::TensorEntry* entry = codec->find(prefix + name);
+        return entry == nullptr ? Shape{} : entry->shape;
+    };
+    auto sizes = infer_codec_sizes(shape_of);
+    if (!sizes) return fail(sizes.error().with_context(file.string()));
+    return CodecFile{
+        .path = file.string(), .sizes = *sizes, .lookup = [codec, prefix](const std::string& name) {
+            return codec->tensor(prefix + name);
+        }};
+}
+
 at::Tensor snake(const at::Tensor& x, const at::Tensor& alpha) {
     return x + (alpha + 1e-9).reciprocal() * (alpha * x).sin().pow(2);
 }
@@ -146,6 +178,18 @@ at::Tensor causal_transposed(const at::Tensor& x, const CodecConv& conv, std::in
         at::conv_transpose1d(joined, conv.weight, conv.bias, at::IntArrayRef(stride));
     // Output of the carried frame's own span comes first; the tail past the last frame is cut.
     return full.narrow(2, stride, stride * frames);
+}
+
+at::Tensor causal_strided_conv(const at::Tensor& x, const CodecConv& conv, std::int64_t stride) {
+    const std::int64_t kernel = (conv.weight.size(2) - 1) * conv.dilation + 1;
+    const std::int64_t left = kernel - stride;
+    const std::int64_t length = x.size(2);
+    // fish-speech's get_extra_padding_for_conv1d: pad the right up to whole strides.
+    const std::int64_t frames = (length - kernel + left + stride - 1) / stride + 1;
+    const std::int64_t right = (frames - 1) * stride + (kernel - left) - length;
+    return at::conv1d(at::constant_pad_nd(x, {left, std::max<std::int64_t>(right, 0)}), conv.weight,
+                      conv.bias, at::IntArrayRef(stride), at::IntArrayRef(0),
+                      at::IntArrayRef(conv.dilation), conv.groups);
 }
 
 at::Tensor convnext(const at::Tensor& x, const CodecConvNeXt& block, at::Tensor& carry) {

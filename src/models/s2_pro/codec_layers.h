@@ -48,6 +48,16 @@ class CodecLoader {
     at::Device device_;
 };
 
+// The codec of a checkpoint directory: codec.safetensors (keys as in codec.pth, an optional
+// "generator." prefix stripped), its sizes read off the shapes. unimplemented when only
+// codec.pth (a pickle) is there, not_found when neither is.
+struct CodecFile {
+    std::string path;
+    CodecSizes sizes;
+    qwen3::WeightLookup lookup;  // keeps the mapped file alive
+};
+[[nodiscard]] Result<CodecFile> open_codec_file(const std::filesystem::path& directory);
+
 // y = x + sin^2(alpha x) / (alpha + 1e-9).
 [[nodiscard]] at::Tensor snake(const at::Tensor& x, const at::Tensor& alpha);
 
@@ -58,6 +68,11 @@ class CodecLoader {
 // stride * T samples.
 [[nodiscard]] at::Tensor causal_transposed(const at::Tensor& x, const CodecConv& conv,
                                            std::int64_t stride, at::Tensor& carry);
+
+// Causal strided conv, not streaming (reference encoding): left padding k - stride, right
+// padding up to a whole number of strides.
+[[nodiscard]] at::Tensor causal_strided_conv(const at::Tensor& x, const CodecConv& conv,
+                                             std::int64_t stride);
 
 // ConvNeXt block: x + gamma * pw2(gelu(pw1(LayerNorm(dwconv(x))))).
 [[nodiscard]] at::Tensor convnext(const at::Tensor& x, const CodecConvNeXt& block,
