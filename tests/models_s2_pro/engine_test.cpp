@@ -32,6 +32,7 @@ struct Request {
     Map sampling{{"temperature", Value(0)}};
     std::optional<std::int64_t> seed;
     std::int64_t max_tokens = 5;
+    bool empty_vq = false;  // send empty vq_positions / vq_codes tensors
 };
 
 class Engine {
@@ -68,7 +69,7 @@ class Engine {
     std::map<std::string, Output> run(const std::vector<Request>& requests) {
         for (const Request& request : requests) {
             Map data{{"input_ids", Value(Tensor::from_vector(request.prompt))}};
-            if (!request.vq_positions.empty()) {
+            if (!request.vq_positions.empty() || request.empty_vq) {
                 data.emplace("vq_positions", Value(Tensor::from_vector(request.vq_positions)));
                 data.emplace("vq_codes", Value(Tensor::from_vector(request.vq_codes)));
             }
@@ -185,8 +186,11 @@ TEST_F(S2ProEngineTest, GreedyIsDeterministicAndAloneEqualsBatched) {
     Engine engine(config_, weights_);
     auto alone = engine.run({reference_request("a", 5)});
     Request plain{.id = "p", .prompt = {151644, 872, 198, 40, 41, 151645, 151644, 151673}};
-    auto batched = engine.run(
-        {reference_request("b", 9), reference_request("a", 5), plain, reference_request("c", 5)});
+    Request empty = plain;  // empty vq tensors: no reference frames, as without them
+    empty.id = "e";
+    empty.empty_vq = true;
+    auto batched = engine.run({reference_request("b", 9), reference_request("a", 5), plain,
+                               reference_request("c", 5), empty});
     ASSERT_FALSE(alone["a"].error.has_value());
     for (const char* id : {"a", "b", "c", "p"}) {
         ASSERT_FALSE(batched[id].error.has_value()) << id << ": " << batched[id].error->to_string();
@@ -196,6 +200,9 @@ TEST_F(S2ProEngineTest, GreedyIsDeterministicAndAloneEqualsBatched) {
     EXPECT_EQ(batched["a"].codes, alone["a"].codes);
     EXPECT_EQ(batched["c"].codes, alone["a"].codes);  // same request under another id
     EXPECT_NE(batched["b"].codes, alone["a"].codes);  // other reference codes, other speech
+    ASSERT_FALSE(batched["e"].error.has_value()) << batched["e"].error->to_string();
+    EXPECT_EQ(batched["e"].tokens, batched["p"].tokens);
+    EXPECT_EQ(batched["e"].codes, batched["p"].codes);
 }
 
 TEST_F(S2ProEngineTest, PrefixCacheKeysOnResidualCodesToo) {

@@ -121,10 +121,10 @@ fs::path* S2ProVocoderStageTest::directory_ = nullptr;
 
 TEST_F(S2ProVocoderStageTest, StreamedChunksEqualOneDecodeOfAllFrames) {
     const at::Tensor a = codes_of(12, 1), b = codes_of(5, 2);
-    // Frames one by one for "a" (as the engine streams them), two at a time for "b",
-    // interleaved.
+    // Frames one by one for "a" as the engine streams them ([11]: the semantic token first), two
+    // at a time for "b" ([2, 10]), interleaved.
     for (std::int64_t f = 0; f < 12; ++f) {
-        push_chunk("a", f, a[f]);
+        push_chunk("a", f, at::cat({a[f].narrow(0, 0, 1) + 151678, a[f]}));
         if (f < 5 && f % 2 == 0)
             push_chunk("b", f / 2, b.narrow(0, f, std::min<std::int64_t>(2, 5 - f)));
     }

@@ -64,6 +64,7 @@ Result<engine::RequestSetup> S2ProRole::open_request(const StagePayload& payload
                             std::to_string(config.num_codebooks) + "] for " +
                             std::to_string(frames) + " vq_positions"));
     }
+    if (frames == 0) return setup;  // a prompt without reference frames
     codes = codes.reshape({frames, config.num_codebooks});
     if (frames > 0 && (codes.min().item<std::int64_t>() < 0 ||
                        codes.max().item<std::int64_t>() >= config.codebook_size)) {

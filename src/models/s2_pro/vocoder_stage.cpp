@@ -53,12 +53,16 @@ Status append(const VocoderSettings& settings, const pipeline::StreamChunk& chun
     }
     if ((tensor->dtype() != DType::i32 && tensor->dtype() != DType::i64) ||
         !tensor->device().is_cpu() || tensor->dim() < 1 || tensor->dim() > 2 ||
-        tensor->shape().back() != width) {
-        return fail(ErrorCode::invalid_argument, where + " must be an integer CPU tensor [" +
-                                                     std::to_string(width) + "] or [frames, " +
-                                                     std::to_string(width) + "]");
+        (tensor->shape().back() != width && tensor->shape().back() != width + 1)) {
+        return fail(ErrorCode::invalid_argument,
+                    where + " must be an integer CPU tensor [" + std::to_string(width) + "] or [" +
+                        std::to_string(width + 1) +
+                        "] (the semantic token first), or [frames, either]");
     }
-    const at::Tensor codes = torch_bridge::to_torch(*tensor).to(at::kLong).contiguous();
+    at::Tensor codes =
+        torch_bridge::to_torch(*tensor).to(at::kLong).reshape({-1, tensor->shape().back()});
+    if (codes.size(1) == width + 1) codes = codes.narrow(1, 1, width);  // drop the token
+    codes = codes.contiguous();
     const std::int64_t* data = codes.data_ptr<std::int64_t>();
     stream.buffered.insert(stream.buffered.end(), data, data + codes.numel());
     stream.frames += codes.numel() / width;
@@ -143,7 +147,7 @@ Status register_vocoder_stage(Registry& registry) {
         RegistryEntry{.callable = pipeline::StageFactory(make_vocoder_stage),
                       .injectable_args = {"model_path"},
                       .description = "S2-Pro codec decoder (vocoder), streaming with carried "
-                                     "state: s2_pro.tts chunks {codes [10]} -> client chunks "
+                                     "state: s2_pro.tts chunks {codes [11]} -> client chunks "
                                      "{audio f32, sample_rate 44100}"});
 }
 

@@ -6,9 +6,9 @@
 // concatenated chunks equal one decode of all frames.
 //
 // Input, per request:
-//   stream chunks whose data holds `codes`: an int32 / int64 CPU tensor [10] (one frame: c_0 ..
-//   c_9, as the engine streams them) or [frames, 10]; codes past a codebook are clamped by the
-//   codec (section 7.3);
+//   stream chunks whose data holds `codes`: an int32 / int64 CPU tensor [11] (one frame as the
+//   engine streams it: the semantic token, then c_0 .. c_9) or [10] (c_0 .. c_9), or [frames, 11]
+//   / [frames, 10]; codes past a codebook are clamped by the codec (section 7.3);
 //   the request payload (its data is not read); before or after the chunks.
 // Output:
 //   client stream chunks {"audio": float32 [samples], "sample_rate": 44100}: the first once
