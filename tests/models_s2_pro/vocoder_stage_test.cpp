@@ -73,11 +73,15 @@ class S2ProVocoderStageTest : public ::testing::Test {
     void push_end(const std::string& id) {
         ASSERT_TRUE(stage_->inbox().push(pipeline::IncomingMessage{
             .request_id = id, .kind = pipeline::IncomingKind::stream_done, .from_stage = "tts"}));
-        ASSERT_TRUE(stage_->inbox().push(
-            pipeline::IncomingMessage{.request_id = id,
-                                      .kind = pipeline::IncomingKind::new_request,
-                                      .payload = std::make_shared<const StagePayload>(
-                                          StagePayload{.request_id = id, .data = Value(Map{})})}));
+        ASSERT_TRUE(stage_->inbox().push(pipeline::IncomingMessage{
+            .request_id = id,
+            .kind = pipeline::IncomingKind::new_request,
+            .payload = std::make_shared<const StagePayload>(
+                StagePayload{.request_id = id, .data = Value(Map{{"usage", usage()}})})}));
+    }
+
+    static Value usage() {
+        return Value(Map{{"prompt_tokens", Value(9)}, {"completion_tokens", Value(3)}});
     }
 
     struct Finished {
@@ -148,6 +152,8 @@ TEST_F(S2ProVocoderStageTest, StreamedChunksEqualOneDecodeOfAllFrames) {
         const Value& data = out[id].last->result->data;
         EXPECT_EQ(data.find("samples")->as_int(), expected.size(0));
         EXPECT_EQ(data.find("frames")->as_int(), std::string(id) == "a" ? 12 : 5);
+        ASSERT_NE(data.find("usage"), nullptr);
+        EXPECT_EQ(*data.find("usage"), usage());
     }
 }
 

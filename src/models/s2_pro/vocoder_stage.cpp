@@ -127,11 +127,16 @@ Result<std::unique_ptr<pipeline::Scheduler>> make_vocoder_stage(
             VocoderStream& stream = stream_of(*settings, state);
             OMNI_RETURN_IF_ERROR(decode_due(*settings, stream, /*flush=*/true, emit));
             const StagePayload& input = *state.payload;
+            Map data{{"sample_rate", Value(kCodecSampleRate)},
+                     {"samples", Value(stream.samples)},
+                     {"frames", Value(stream.frames)}};
+            // The tts stage's token counts (its result is this stage's input), for the client.
+            if (const Value* usage = input.data.find("usage"); usage != nullptr) {
+                data.emplace("usage", *usage);
+            }
             return StagePayload{.request_id = input.request_id,
                                 .request = input.request,
-                                .data = Value(Map{{"sample_rate", Value(kCodecSampleRate)},
-                                                  {"samples", Value(stream.samples)},
-                                                  {"frames", Value(stream.frames)}})};
+                                .data = Value(std::move(data))};
         }};
     OMNI_TRY(auto scheduler,
              pipeline::StreamingScheduler::create({.stage_name = context.stage_name,

@@ -14,7 +14,8 @@
 //   client stream chunks {"audio": float32 [samples], "sample_rate": 44100}: the first once
 //   first_chunk_frames frames are buffered (a short first chunk for a low time to first audio),
 //   then every chunk_frames frames, the remainder when the streams are done;
-//   the result {"sample_rate": 44100, "samples", "frames"}.
+//   the result {"sample_rate": 44100, "samples", "frames", "usage" (the payload's, i.e. the tts
+//   stage's token counts, when it has one)}.
 //
 // Errors: a malformed chunk (no `codes`, not an integer tensor, another width) fails its request
 // with invalid_argument naming the chunk; the stage keeps serving the others.
