@@ -118,6 +118,28 @@ TEST_F(S2ProTtsStageTest, CheckpointAndDummyWeightsOfTheSameSeedGiveTheSameFrame
     EXPECT_EQ(dummy_codes, codes);
 }
 
+TEST_F(S2ProTtsStageTest, BfloatSixteenStageGeneratesConstrainedFrames) {
+    auto stage = make({{"dtype", Value("bfloat16")},
+                       {"temperature", Value(0.8)},
+                       {"depth_temperature", Value(0.8)},
+                       {"seed", Value(4)}});
+    ASSERT_TRUE(stage.has_value()) << stage.error().to_string();
+    ASSERT_TRUE((*stage)->start().has_value());
+    auto [codes, chunks] = generate(**stage, prompt());
+    (*stage)->stop();
+    ASSERT_FALSE(codes.empty());
+    for (std::size_t f = 0; f < codes.size() / 11; ++f) {
+        const std::int32_t token = codes[f * 11];
+        EXPECT_GE(token, 151678);
+        EXPECT_LE(token, 155773);
+        EXPECT_EQ(codes[f * 11 + 1], token - 151678);
+        for (std::size_t k = 2; k < 11; ++k) {
+            EXPECT_GE(codes[f * 11 + k], 0);
+            EXPECT_LT(codes[f * 11 + k], 4096);
+        }
+    }
+}
+
 TEST_F(S2ProTtsStageTest, BadArgsFailWithTheReason) {
     auto no_path = make({{"model_path", Value("")}});
     ASSERT_FALSE(no_path.has_value());
