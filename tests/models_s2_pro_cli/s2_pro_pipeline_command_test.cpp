@@ -1,7 +1,8 @@
 // Black-box: the real omnirt binary with the S2-Pro plugin. make-checkpoint --arch s2_pro writes
 // the release layout (codec included); `omnirt run` drives configs/s2_pro_tts.yaml (preprocess
 // -> tts -> streaming vocoder) over it, with and without reference codes, to 2048 samples per
-// frame; `omnirt bench generate` runs the family's AR stage.
+// frame; `omnirt serve --model-path` picks that pipeline; `omnirt bench generate` runs the
+// family's AR stage.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -78,6 +79,17 @@ TEST_F(S2ProPipelineCommand, RunsTheTtsPipelineToAudio) {
               2048 * cloned["data"]["frames"].get<std::int64_t>());
     EXPECT_GT(cloned["data"]["usage"]["prompt_tokens"].get<std::int64_t>(),
               plain["data"]["usage"]["prompt_tokens"].get<std::int64_t>());
+}
+
+TEST_F(S2ProPipelineCommand, ServePicksTheTtsPipelineOfAnS2ProCheckpoint) {
+    // Without --config, serve runs the family's built-in pipeline with the family's plugin: a
+    // missing plugin named by the family's variable proves which one was picked (a successful
+    // start is a server; tests/e2e covers those).
+    auto result =
+        run_command({"/usr/bin/env", "OMNIRT_S2_PRO_PLUGIN=/nonexistent/plugin.so", omnirt_binary(),
+                     "serve", "--port", "0", "--model-path", dir_->string()});
+    EXPECT_EQ(result.exit_code, 1) << result.err;
+    EXPECT_NE(result.err.find("OMNIRT_S2_PRO_PLUGIN"), std::string::npos) << result.err;
 }
 
 TEST_F(S2ProPipelineCommand, BenchGenerateRunsTheFamilysArStage) {

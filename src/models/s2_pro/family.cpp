@@ -90,7 +90,7 @@ Status register_family(FamilyRegistry& registry) {
                                     .voices = {},
                                     .register_stages = {},
                                     .ar_stage_factory = "s2_pro.tts",
-                                    .serve = {.pipeline_yaml = {},
+                                    .serve = {.pipeline_yaml = tts_pipeline_yaml(),
                                               .plugin_file = "libomnirt_s2_pro_plugin.so",
                                               .plugin_env = "OMNIRT_S2_PRO_PLUGIN",
                                               .default_checkpoint_name = "s2-pro-tiny-v1",
