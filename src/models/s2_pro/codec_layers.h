@@ -1,0 +1,93 @@
+#pragma once
+// The building blocks of S2-Pro's codec (fact sheet section 7.2) as functions over at::Tensors,
+// channels-first [B, C, T], float32, each in a streaming form: `carry` holds what the block
+// needs of earlier calls (undefined on the first call = the zero left padding of the reference)
+// and is replaced by what the next call needs. Loading helpers fold weight norms.
+//
+// Thread safety: pure functions (they write only their `carry` arguments); any thread.
+#include <ATen/core/Tensor.h>
+
+#include <string>
+
+#include "core/error.h"
+#include "models/qwen3/qwen3_weights.h"
+#include "models/s2_pro/codec_decoder.h"
+
+namespace omnirt::models::s2_pro::codec {
+
+// Reads tensors of the codec by name, checked against their expected shapes, as float32 on
+// `device`. Errors name the tensor.
+class CodecLoader {
+  public:
+    CodecLoader(const qwen3::WeightLookup& lookup, at::Device device)
+        : lookup_(lookup), device_(device) {}
+    [[nodiscard]] Result<at::Tensor> get(const std::string& name,
+                                         const std::vector<std::int64_t>& shape) const;
+    // A weight-normed conv with parametrization keys (`prefix`.conv.parametrizations...,
+    // `prefix`.conv.bias): W = g * V / ||V|| over all dims but 0 (a transposed conv's weight is
+    // [in, out, k]: g per input channel, the bias per output channel).
+    [[nodiscard]] Result<CodecConv> weight_normed(const std::string& prefix,
+                                                  const std::vector<std::int64_t>& shape,
+                                                  std::int64_t dilation = 1,
+                                                  bool transposed = false) const;
+    // The legacy form (`prefix`.weight_g / weight_v / bias).
+    [[nodiscard]] Result<CodecConv> legacy_weight_normed(
+        const std::string& prefix, const std::vector<std::int64_t>& shape) const;
+    [[nodiscard]] Result<CodecTransformer> transformer(const std::string& prefix,
+                                                       std::int64_t layers, std::int64_t dim,
+                                                       std::int64_t intermediate,
+                                                       std::int64_t window) const;
+    [[nodiscard]] Result<CodecConvNeXt> convnext(const std::string& prefix, std::int64_t dim,
+                                                 std::int64_t intermediate) const;
+    [[nodiscard]] Result<CodecResidualUnit> residual_unit(const std::string& prefix,
+                                                          std::int64_t channels,
+                                                          std::int64_t dilation) const;
+
+  private:
+    const qwen3::WeightLookup& lookup_;
+    at::Device device_;
+};
+
+// The codec of a checkpoint directory: codec.safetensors (keys as in codec.pth, an optional
+// "generator." prefix stripped), its sizes read off the shapes. unimplemented when only
+// codec.pth (a pickle) is there, not_found when neither is.
+struct CodecFile {
+    std::string path;
+    CodecSizes sizes;
+    qwen3::WeightLookup lookup;  // keeps the mapped file alive
+};
+[[nodiscard]] Result<CodecFile> open_codec_file(const std::filesystem::path& directory);
+
+// y = x + sin^2(alpha x) / (alpha + 1e-9).
+[[nodiscard]] at::Tensor snake(const at::Tensor& x, const at::Tensor& alpha);
+
+// Causal stride-1 conv: left context (k - 1) * dilation samples from `carry`.
+[[nodiscard]] at::Tensor causal_conv(const at::Tensor& x, const CodecConv& conv, at::Tensor& carry);
+
+// Causal transposed conv (kernel 2 * stride): the previous input frame from `carry`; returns
+// stride * T samples.
+[[nodiscard]] at::Tensor causal_transposed(const at::Tensor& x, const CodecConv& conv,
+                                           std::int64_t stride, at::Tensor& carry);
+
+// Causal strided conv, not streaming (reference encoding): left padding k - stride, right
+// padding up to a whole number of strides.
+[[nodiscard]] at::Tensor causal_strided_conv(const at::Tensor& x, const CodecConv& conv,
+                                             std::int64_t stride);
+
+// ConvNeXt block: x + gamma * pw2(gelu(pw1(LayerNorm(dwconv(x))))).
+[[nodiscard]] at::Tensor convnext(const at::Tensor& x, const CodecConvNeXt& block,
+                                  at::Tensor& carry);
+
+// Residual unit: x + conv1x1(snake(conv_k7_dilated(snake(x)))); two carries (the k1 conv needs
+// none).
+[[nodiscard]] at::Tensor residual_unit(const at::Tensor& x, const CodecResidualUnit& unit,
+                                       at::Tensor& carry);
+
+// The windowed causal transformer over frames x [B, C, T] at positions [first, first + T):
+// attention of position i over [i - window + 1, i], earlier keys / values from keys[l] /
+// values[l] (replaced by the last window - 1 frames').
+[[nodiscard]] at::Tensor transformer(const at::Tensor& x, const CodecTransformer& module,
+                                     std::int64_t first, std::vector<at::Tensor>& keys,
+                                     std::vector<at::Tensor>& values);
+
+}  // namespace omnirt::models::s2_pro::codec
