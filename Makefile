@@ -1,6 +1,7 @@
 # Every target sets up the machine (Debian packages), configures and builds as needed.
 #   make build     build everything (build/)
-#   make serve     build and run `omnirt serve` (Qwen3 chat, tiny checkpoint) on 127.0.0.1:8000
+#   make serve     build and run `omnirt serve` (Qwen3-Omni speech on its generated tiny checkpoint,
+#                  playground at /) on 127.0.0.1:8000
 #   make test      check formatting (scripts/check_format.sh), build and run every test
 #   make sanitize  build (build-asan/) and run the suite under ASan + UBSan
 #   make sanitize-ci  the same for the threaded layers only (what .ci/run adds after make test)

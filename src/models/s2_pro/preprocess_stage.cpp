@@ -2,10 +2,14 @@
 
 #include <ATen/ATen.h>
 
+#include <cstddef>
 #include <filesystem>
+#include <fstream>
+#include <vector>
 
 #include "checkpoint/checkpoint.h"
 #include "media/audio.h"
+#include "media/fetch.h"
 #include "models/s2_pro/codec_encoder.h"
 #include "models/s2_pro/prompt.h"
 #include "pipeline/simple_scheduler.h"
@@ -31,12 +35,48 @@ Error invalid(const std::string& where, const std::string& message) {
                  std::string(kFactory) + ": " + where + ": " + message};
 }
 
-// 44.1 kHz mono samples of a reference's `audio`.
+// Reference audio files are at most this large (a minute of 44.1 kHz float WAV is ~10 MB).
+constexpr std::int64_t kMaxReferenceFileBytes = std::int64_t{64} << 20;
+
+// The bytes of a reference's `audio_path` (a path the server checked against its allowed media
+// directory) or `audio_url` (fetched here, like the media stages fetch chat's remote media).
+Result<std::vector<std::byte>> reference_file(const Value& reference, const std::string& where) {
+    if (const Value* path = reference.find("audio_path"); path != nullptr && path->is_string()) {
+        std::error_code ec;
+        const auto size = std::filesystem::file_size(path->as_string(), ec);
+        std::ifstream file(path->as_string(), std::ios::binary);
+        if (ec || !file) return fail(invalid(where + ".audio", "cannot read " + path->as_string()));
+        if (size > static_cast<std::uintmax_t>(kMaxReferenceFileBytes)) {
+            return fail(invalid(where + ".audio", "the file is larger than 64 MiB"));
+        }
+        std::vector<std::byte> bytes(static_cast<std::size_t>(size));
+        file.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(size));
+        if (!file) return fail(invalid(where + ".audio", "short read of " + path->as_string()));
+        return bytes;
+    }
+    const Value* url = reference.find("audio_url");
+    auto fetched = media::fetch_url(url->as_string(), {.max_bytes = kMaxReferenceFileBytes});
+    if (!fetched) return fail(invalid(where + ".audio", fetched.error().message));
+    return std::move(*fetched);
+}
+
+bool has_string(const Value& map, std::string_view key) {
+    const Value* value = map.find(key);
+    return value != nullptr && value->is_string();
+}
+
+// 44.1 kHz mono samples of a reference's `audio` (encoded file bytes or samples), `audio_path`
+// or `audio_url`.
 Result<at::Tensor> reference_audio(const PreprocessSettings& settings, const Value& reference,
                                    const std::string& where) {
     const Value* audio = reference.find("audio");
     media::AudioBuffer buffer;
-    if (const Bytes* bytes = audio->if_bytes()) {
+    if (audio == nullptr || audio->is_null()) {
+        OMNI_TRY(std::vector<std::byte> bytes, reference_file(reference, where));
+        auto decoded = media::decode_audio(bytes);
+        if (!decoded) return fail(invalid(where + ".audio", decoded.error().message));
+        buffer = std::move(*decoded);
+    } else if (const Bytes* bytes = audio->if_bytes()) {
         auto decoded =
             media::decode_audio(std::as_bytes(std::span(bytes->data.data(), bytes->data.size())));
         if (!decoded) return fail(invalid(where + ".audio", decoded.error().message));
@@ -110,7 +150,8 @@ Result<CodeMatrix> reference_codes(const PreprocessSettings& settings, const Val
             codes = torch_bridge::to_torch(*tensor).to(at::kCPU, at::kLong);
         }
     } else if (const Value* audio = reference.find("audio");
-               audio != nullptr && !audio->is_null()) {
+               (audio != nullptr && !audio->is_null()) || has_string(reference, "audio_path") ||
+               has_string(reference, "audio_url")) {
         OMNI_TRY(at::Tensor samples, reference_audio(settings, reference, where));
         auto encoded = settings.encoder->encode(samples);
         if (!encoded)

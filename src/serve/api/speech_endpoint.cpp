@@ -93,7 +93,7 @@ class SpeechCall final : public GenerationCall {
 void speech(ApiState& state, std::shared_ptr<http::HttpExchange> http) {
     auto exchange = std::make_unique<Exchange>(state, std::move(http), "/v1/audio/speech");
     auto request = accept_request(*exchange, [&](std::string_view body) {
-        return openai::parse_speech_request(body, state.options.limits);
+        return openai::parse_speech_request(body, state.options.limits, state.options.media);
     });
     if (!request) return;
     auto format = media::parse_audio_format(request->response_format);

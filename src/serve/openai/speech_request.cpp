@@ -33,7 +33,8 @@ std::string_view speech_content_type(std::string_view response_format) {
 }
 
 ProtocolResult<SpeechRequest> parse_speech_request(std::string_view body,
-                                                   const RequestLimits& limits) {
+                                                   const RequestLimits& limits,
+                                                   const MediaPolicy& media) {
     OMNI_TRY_P(const nlohmann::json json, parse_body(body, limits));
     SpeechRequest out;
     OMNI_TRY_P(auto model, read_string(json, "model", "", 256));
@@ -88,6 +89,7 @@ ProtocolResult<SpeechRequest> parse_speech_request(std::string_view body,
     OMNI_TRY_P(auto overrides, parse_stage_overrides(json, limits));
     out.stage_sampling = std::move(overrides.sampling);
     out.stage_params = std::move(overrides.params);
+    OMNI_TRY_P(out.references, parse_speech_references(json, limits, media));
     return out;
 }
 
@@ -99,6 +101,9 @@ OmniRequest to_omni_request(const SpeechRequest& request) {
     inputs.emplace("instructions", Value(request.instructions));
     inputs.emplace("response_format", Value(request.response_format));
     inputs.emplace("speed", Value(request.speed));
+    if (!request.references.empty()) {
+        inputs.emplace("references", references_to_value(request.references));
+    }
     out.inputs = Value(std::move(inputs));
     Map params;
     params.emplace("sampling", sampling_to_value(request.sampling));

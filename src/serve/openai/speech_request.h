@@ -6,7 +6,8 @@
 // (optional string), response_format (wav, pcm, flac, opus, mp3; default wav; anything else is
 // a 400 naming 'response_format'), speed [0.25, 4.0] (default 1.0), stream (bool) or
 // stream_format ("sse" streams, "audio" does not), the sampling fields of sampling.h, max_tokens,
-// stage_sampling and stage_params as in chat. Unknown fields are ignored.
+// stage_sampling and stage_params as in chat, reference voices (`references`, or `ref_audio` /
+// `ref_text`: speech_references.h). Unknown fields are ignored.
 //
 // Thread safety: pure functions.
 #include <map>
@@ -18,6 +19,7 @@
 #include "serve/openai/limits.h"
 #include "serve/openai/protocol_error.h"
 #include "serve/openai/sampling.h"
+#include "serve/openai/speech_references.h"
 
 namespace omnirt::serve::openai {
 
@@ -33,13 +35,17 @@ struct SpeechRequest {
     std::optional<std::int64_t> max_tokens;
     std::map<std::string, SamplingParams> stage_sampling;
     std::map<std::string, Value> stage_params;
+    std::vector<SpeechReference> references;
     friend bool operator==(const SpeechRequest&, const SpeechRequest&) = default;
 };
 
+// `media`: where reference audio may come from (media.h); the default allows base64 only.
 [[nodiscard]] ProtocolResult<SpeechRequest> parse_speech_request(std::string_view body,
-                                                                 const RequestLimits& limits);
+                                                                 const RequestLimits& limits,
+                                                                 const MediaPolicy& media = {});
 
-// inputs {"text", "voice", "instructions", "response_format", "speed"}
+// inputs {"text", "voice", "instructions", "response_format", "speed", "references"?
+//         (speech_references.h; only when the request names references)}
 // params {"sampling", "stage_sampling", "stage_params", "max_tokens"?, "seed"?, "stream"}
 // metadata {"api": "audio.speech", "model"}
 [[nodiscard]] OmniRequest to_omni_request(const SpeechRequest& request);
