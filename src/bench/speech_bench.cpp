@@ -4,10 +4,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -52,7 +54,8 @@ struct StreamRecord {
 };
 
 // The level's figures from its measured streams and its wall time.
-SpeechLevel summarize(int concurrency, const std::vector<StreamRecord>& streams, double wall) {
+SpeechLevel summarize(int concurrency, const std::vector<StreamRecord>& streams, double wall,
+                      double frame_rate = kSpeechFramesPerSecond) {
     SpeechLevel level{.concurrency = concurrency};
     std::vector<double> ttfa;
     std::vector<double> rtf;
@@ -77,7 +80,7 @@ SpeechLevel summarize(int concurrency, const std::vector<StreamRecord>& streams,
     level.rtf_p50 = percentile(rtf, 50);
     level.rtf_p99 = percentile(rtf, 99);
     if (level.audio_seconds > 0) level.rtf_aggregate = wall / level.audio_seconds;
-    if (wall > 0) level.frames_per_second = level.audio_seconds * kSpeechFramesPerSecond / wall;
+    if (wall > 0) level.frames_per_second = level.audio_seconds * frame_rate / wall;
     if (inverse_rows > 0) level.rows_per_forward = static_cast<double>(chunks) / inverse_rows;
     return level;
 }
@@ -91,7 +94,7 @@ fs::path build_directory() {
 // weights at its sizes), the others are generated checkpoints.
 Result<std::string> checkpoint_for(const SpeechBenchOptions& options, const fs::path& work) {
     if (!options.model_path.empty()) return options.model_path;
-    OMNI_TRY(const models::ModelFamily* family, models::builtin_families().find("qwen3_omni"));
+    OMNI_TRY(const models::ModelFamily* family, models::builtin_families().find(options.pipeline));
     const fs::path directory = work / "checkpoint";
     if (options.preset == "real") {
         OMNI_TRY(nlohmann::json config, family->preset_config("30b-a3b", "bfloat16"));
@@ -247,6 +250,31 @@ Result<SpeechBenchReport> run_code2wav_only(const SpeechBenchOptions& options,
     return report;
 }
 
+// A speech request for S2-Pro: max_frames frames at most, greedy, and the reference clip (a
+// 220 Hz tone of reference_seconds at 44.1 kHz) when there is one.
+OmniRequest s2_pro_request(int max_frames, double reference_seconds, int index) {
+    OmniRequest request;
+    Map inputs{
+        {"text", Value("Say something short about the number " + std::to_string(index) + ".")}};
+    if (reference_seconds > 0) {
+        const auto count = static_cast<std::int64_t>(reference_seconds * 44100.0);
+        std::vector<float> samples(static_cast<std::size_t>(count));
+        for (std::int64_t i = 0; i < count; ++i) {
+            samples[static_cast<std::size_t>(i)] =
+                0.3f * static_cast<float>(std::sin(2.0 * 3.141592653589793 * 220.0 *
+                                                   static_cast<double>(i) / 44100.0));
+        }
+        inputs.emplace("references",
+                       Value(List{Value(Map{{"text", Value("A reference clip.")},
+                                            {"audio", Value(Tensor::from_vector(samples))},
+                                            {"sample_rate", Value(std::int64_t{44100})}})}));
+    }
+    request.inputs = Value(std::move(inputs));
+    request.params = Value(Map{{"max_tokens", Value(std::int64_t{max_frames})},
+                               {"sampling", Value(Map{{"temperature", Value(0.0)}})}});
+    return request;
+}
+
 OmniRequest chat_request(int max_tokens, int max_frames, int index) {
     OmniRequest request;
     const std::string text = "Say something short about the number " + std::to_string(index) + ".";
@@ -268,7 +296,8 @@ OmniRequest chat_request(int max_tokens, int max_frames, int index) {
 // prefix + index.
 std::vector<StreamRecord> run_pipeline_requests(runner::Pipeline& pipeline,
                                                 const std::string& prefix, int count,
-                                                int concurrency, int max_tokens, int max_frames,
+                                                int concurrency,
+                                                const std::function<OmniRequest(int)>& make_request,
                                                 std::optional<Error>& first_error) {
     std::vector<StreamRecord> records(static_cast<std::size_t>(count));
     std::mutex mutex;
@@ -284,7 +313,7 @@ std::vector<StreamRecord> run_pipeline_requests(runner::Pipeline& pipeline,
         }
         StreamRecord* record = &records[static_cast<std::size_t>(index)];
         auto started = pipeline.coordinator().start_request(
-            prefix + std::to_string(index), chat_request(max_tokens, max_frames, index), {},
+            prefix + std::to_string(index), make_request(index), {},
             [&, record](pipeline::RequestEvent event) {
                 const Clock::time_point now = Clock::now();
                 std::lock_guard lock(mutex);
@@ -326,24 +355,33 @@ Result<SpeechBenchReport> run_pipeline_mode(const SpeechBenchOptions& options,
                                             const fs::path& work) {
     OMNI_RETURN_IF_ERROR(runner::register_builtins());
     OMNI_TRY(std::string model_path, checkpoint_for(options, work));
+    const bool s2_pro = options.pipeline == "s2_pro";
     const std::string config_path =
         options.config_path.empty()
-            ? (build_directory().parent_path() / "configs/qwen3_omni_speech.yaml").string()
+            ? (build_directory().parent_path() /
+               (s2_pro ? "configs/s2_pro_tts.yaml" : "configs/qwen3_omni_speech.yaml"))
+                  .string()
             : options.config_path;
     config::LoadOptions load;
     load.overrides.push_back("model_path=" + model_path);
     if (options.first_chunk_frames > 0) {
-        load.overrides.push_back("stages.code2wav.factory_args.first_chunk_frames=" +
-                                 std::to_string(options.first_chunk_frames));
+        load.overrides.push_back(
+            std::string(s2_pro ? "stages.vocoder" : "stages.code2wav") +
+            ".factory_args.first_chunk_frames=" + std::to_string(options.first_chunk_frames));
     }
+    const std::function<OmniRequest(int)> make_request = [&options, s2_pro](int index) {
+        return s2_pro ? s2_pro_request(options.max_frames, options.reference_seconds, index)
+                      : chat_request(options.max_tokens, options.max_frames, index);
+    };
+    const double frame_rate = s2_pro ? kS2ProFramesPerSecond : kSpeechFramesPerSecond;
     OMNI_TRY(config::PipelineConfig config, config::load_pipeline_file(config_path, load));
     OMNI_TRY(auto pipeline,
              runner::Pipeline::start(config, {.placement = runner::Placement::in_process}));
     SpeechBenchReport report{.options = options, .cpu = cpu_model()};
     std::optional<Error> first_error;
     if (options.warmup > 0) {
-        (void)run_pipeline_requests(*pipeline, "speech-warmup-", options.warmup, 1,
-                                    options.max_tokens, options.max_frames, first_error);
+        (void)run_pipeline_requests(*pipeline, "speech-warmup-", options.warmup, 1, make_request,
+                                    first_error);
     }
     // One recording for every level: the stages write their trace files when the pipeline
     // stops (profiler control is asynchronous); the levels' request ids tell them apart.
@@ -358,10 +396,9 @@ Result<SpeechBenchReport> run_pipeline_mode(const SpeechBenchOptions& options,
                                    std::to_string(concurrency) + "-";
         const Clock::time_point start = Clock::now();
         std::vector<StreamRecord> records =
-            run_pipeline_requests(*pipeline, prefix, count, concurrency, options.max_tokens,
-                                  options.max_frames, first_error);
+            run_pipeline_requests(*pipeline, prefix, count, concurrency, make_request, first_error);
         const double wall = seconds_between(start, Clock::now());
-        SpeechLevel level = summarize(concurrency, records, wall);
+        SpeechLevel level = summarize(concurrency, records, wall, frame_rate);
         if (level.streams == 0) {
             pipeline->stop();
             return fail(first_error.value_or(
@@ -407,6 +444,19 @@ Result<SpeechBenchReport> run_speech_bench(const SpeechBenchOptions& options) {
         return fail(ErrorCode::invalid_argument,
                     "--preset must be tiny, small or real, not '" + options.preset + "'");
     }
+    if (options.pipeline != "qwen3_omni" && options.pipeline != "s2_pro") {
+        return fail(ErrorCode::invalid_argument,
+                    "--pipeline must be qwen3_omni or s2_pro, not '" + options.pipeline + "'");
+    }
+    if (options.pipeline == "s2_pro" && options.code2wav_only) {
+        return fail(ErrorCode::invalid_argument,
+                    "--code2wav-only drives Qwen3-Omni's vocoder; S2-Pro runs as a pipeline");
+    }
+    if (options.reference_seconds < 0 || options.reference_seconds > 60 ||
+        (options.reference_seconds > 0 && options.pipeline != "s2_pro")) {
+        return fail(ErrorCode::invalid_argument,
+                    "--reference-seconds must be in [0, 60], and only with --pipeline s2_pro");
+    }
     if (options.preset == "real" && !options.code2wav_only) {
         return fail(ErrorCode::invalid_argument,
                     "--preset real (dummy weights at the released sizes) needs --code2wav-only");
@@ -429,8 +479,8 @@ std::string format_speech_table(const SpeechBenchReport& report) {
     const auto& o = report.options;
     std::string out;
     char line[512];
-    std::snprintf(line, sizeof line, "speech bench (%s): %s, %s\n",
-                  o.code2wav_only ? "code2wav only" : "pipeline",
+    std::snprintf(line, sizeof line, "speech bench (%s, %s): %s, %s\n",
+                  o.code2wav_only ? "code2wav only" : "pipeline", o.pipeline.c_str(),
                   o.model_path.empty() ? ("preset " + o.preset).c_str() : o.model_path.c_str(),
                   report.cpu.c_str());
     out += line;
@@ -440,7 +490,8 @@ std::string format_speech_table(const SpeechBenchReport& report) {
                       "max_batch_streams %d\n",
                       o.audio_seconds, o.dtype.c_str(), o.max_batch_streams);
     } else {
-        std::snprintf(line, sizeof line, "max_tokens %d\n", o.max_tokens);
+        std::snprintf(line, sizeof line, "max_tokens %d, max_frames %d, reference %.1f s\n",
+                      o.max_tokens, o.max_frames, o.reference_seconds);
     }
     out += line;
     std::snprintf(line, sizeof line, "%5s %7s %6s %10s %10s %8s %8s %8s %8s %9s %8s\n", "conc.",
@@ -485,6 +536,9 @@ std::string speech_report_json(const SpeechBenchReport& report) {
                           {"stage_ms", level.stage_ms}});
     }
     nlohmann::json json = {{"mode", o.code2wav_only ? "code2wav_only" : "pipeline"},
+                           {"pipeline", o.pipeline},
+                           {"reference_seconds", o.reference_seconds},
+                           {"max_frames", o.max_frames},
                            {"preset", o.preset},
                            {"model_path", o.model_path},
                            {"config", o.config_path},

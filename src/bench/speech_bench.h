@@ -1,5 +1,6 @@
 #pragma once
-// `omnirt bench speech`: streaming speech output of Qwen3-Omni, per concurrency level.
+// `omnirt bench speech`: streaming speech output of Qwen3-Omni or Fish Audio S2-Pro, per
+// concurrency level.
 //
 // Two modes:
 //  * code2wav only: the qwen3_omni.code2wav stage itself (the factory from the Qwen3-Omni
@@ -12,11 +13,15 @@
 //  * pipeline (default): a pipeline config in this process (configs/qwen3_omni_speech.yaml
 //    beside the build unless config_path is set) with chat requests asking for text and audio;
 //    any config whose stages stream client chunks {"audio": f32 [n], "sample_rate": r} works
-//    (configs/demo.yaml with model_path "none" too).
+//    (configs/demo.yaml with model_path "none" too). `pipeline` "s2_pro" runs S2-Pro's text to
+//    speech instead (configs/s2_pro_tts.yaml, a generated s2_pro checkpoint, speech requests
+//    with max_frames frames at most and, with reference_seconds > 0, a reference clip of that
+//    length that the preprocessing stage encodes for every request).
 //
 // Figures per level: time to first audio chunk (p50 / p99), real-time factor per stream (wall
 // time of the stream / seconds of its audio, p50 / p99) and aggregate (wall time of the level /
-// seconds of all audio), frames per second (seconds of audio * 12.5 / wall). Code2wav only also
+// seconds of all audio), frames per second (seconds of audio * the model's frame rate / wall:
+// 12.5 for Qwen3-Omni, 44100 / 2048 for S2-Pro). Code2wav only also
 // gives the stage's compute time over the audio time and the mean rows per forward; pipeline
 // mode the compute per request of each stage from the profiler's spans.
 //
@@ -30,11 +35,14 @@
 namespace omnirt::bench {
 
 inline constexpr double kSpeechFramesPerSecond = 12.5;
+inline constexpr double kS2ProFramesPerSecond = 44100.0 / 2048.0;
 
 struct SpeechBenchOptions {
-    std::string preset = "tiny";  // tiny | small | real (real: code2wav only)
-    std::string model_path;       // a checkpoint instead of a generated one ("none" for demo)
-    std::string config_path;      // pipeline mode; empty: configs/qwen3_omni_speech.yaml
+    std::string pipeline = "qwen3_omni";  // qwen3_omni | s2_pro (pipeline mode only)
+    double reference_seconds = 0;         // s2_pro: a reference clip of this length (0: none)
+    std::string preset = "tiny";          // tiny | small | real (real: code2wav only)
+    std::string model_path;   // a checkpoint instead of a generated one ("none" for demo)
+    std::string config_path;  // pipeline mode; empty: configs/qwen3_omni_speech.yaml
     std::vector<int> concurrency = {1};
     int requests = 8;            // streams per level (at least the level's concurrency)
     int warmup = 1;              // unmeasured streams before the first level
@@ -42,7 +50,8 @@ struct SpeechBenchOptions {
     bool code2wav_only = false;
     int max_tokens = 32;  // pipeline mode: params.max_tokens
     // Pipeline mode: params.stage_sampling.talker.max_tokens, the talker's frames at most (a
-    // random-weight talker rarely says its EOS); 50 frames are 4 s of audio.
+    // random-weight talker rarely says its EOS); 50 frames are 4 s of audio. S2-Pro: the
+    // request's max_tokens (its frames); 50 frames are 2.3 s.
     int max_frames = 50;
     double audio_seconds = 4.0;     // code2wav only: audio per stream
     int max_batch_streams = 8;      // code2wav only: the stage's max_batch_streams

@@ -16,7 +16,14 @@ void add_bench_speech_command(CLI::App& bench, int& exit_code) {
     auto json_path = std::make_shared<std::string>();
     CLI::App* command = bench.add_subcommand(
         "speech",
-        "Streaming speech output of Qwen3-Omni: time to first audio, real-time factor, frames/s");
+        "Streaming speech output of Qwen3-Omni or S2-Pro: time to first audio, real-time factor, "
+        "frames/s");
+    command->add_option("--pipeline", options->pipeline,
+                        "qwen3_omni (default: chat with audio) or s2_pro (Fish Audio S2-Pro text "
+                        "to speech, configs/s2_pro_tts.yaml)");
+    command->add_option("--reference-seconds", options->reference_seconds,
+                        "S2-Pro: a reference clip of this many seconds per request, encoded by "
+                        "the preprocessing stage (default 0: none)");
     command->add_option("--preset", options->preset,
                         "Generated checkpoint when no --model-path: tiny, small, or real (the "
                         "30B-A3B config with dummy weights; --code2wav-only only). Default tiny");
