@@ -70,6 +70,27 @@ TEST(SpeechBench, PipelineModeOnTheDemoConfig) {
     EXPECT_EQ(nlohmann::json::parse(speech_report_json(*report))["mode"], "pipeline");
 }
 
+TEST(SpeechBench, S2ProPipelineWithAReference) {
+    SpeechBenchOptions options{.pipeline = "s2_pro",
+                               .reference_seconds = 0.5,
+                               .preset = "tiny",
+                               .concurrency = {1},
+                               .requests = 2,
+                               .warmup = 0,
+                               .max_frames = 8};
+    auto report = run_speech_bench(options);
+    ASSERT_TRUE(report.has_value()) << report.error().to_string();
+    ASSERT_EQ(report->levels.size(), 1u);
+    expect_level_sane(report->levels[0], 1, 2);
+    // 2048 samples of 44.1 kHz per frame, at most 8 frames per request.
+    EXPECT_LE(report->levels[0].audio_seconds, 2 * 8 * 2048 / 44100.0 + 1e-9);
+    EXPECT_GT(report->levels[0].stage_ms.at("preprocess"), 0);  // the reference's encoding
+    EXPECT_NE(format_speech_table(*report).find("s2_pro"), std::string::npos);
+    const auto json = nlohmann::json::parse(speech_report_json(*report));
+    EXPECT_EQ(json["pipeline"], "s2_pro");
+    EXPECT_EQ(json["reference_seconds"], 0.5);
+}
+
 TEST(SpeechBench, OptionErrors) {
     auto expect_error = [](SpeechBenchOptions options, ErrorCode code, const std::string& needle) {
         auto report = run_speech_bench(options);
@@ -78,6 +99,12 @@ TEST(SpeechBench, OptionErrors) {
         EXPECT_NE(report.error().message.find(needle), std::string::npos) << report.error().message;
     };
     expect_error({.preset = "real"}, ErrorCode::invalid_argument, "needs --code2wav-only");
+    expect_error({.pipeline = "bark"}, ErrorCode::invalid_argument, "--pipeline");
+    expect_error({.pipeline = "s2_pro", .code2wav_only = true}, ErrorCode::invalid_argument,
+                 "--code2wav-only");
+    expect_error({.reference_seconds = 2}, ErrorCode::invalid_argument, "--reference-seconds");
+    expect_error({.pipeline = "s2_pro", .reference_seconds = 61}, ErrorCode::invalid_argument,
+                 "--reference-seconds");
     expect_error({.preset = "huge"}, ErrorCode::invalid_argument, "--preset");
     expect_error({.concurrency = {}}, ErrorCode::invalid_argument, "--concurrency");
     expect_error({.concurrency = {1, 0}}, ErrorCode::invalid_argument, "--concurrency");
