@@ -25,6 +25,8 @@ void health(ApiState& state, std::shared_ptr<http::HttpExchange> http) {
     for (const auto& stage : report.stages) {
         json entry = {{"name", stage.stage},
                       {"alive", stage.alive},
+                      {"state", std::string(pipeline::to_string(stage.state))},
+                      {"restarts", stage.restarts},
                       {"queue_depth", stage.queue_depth},
                       {"active_requests", stage.active_requests},
                       {"processed", stage.processed},
@@ -36,6 +38,7 @@ void health(ApiState& state, std::shared_ptr<http::HttpExchange> http) {
                  {"model", state.options.model_name},
                  {"stages", std::move(stages)},
                  {"requests", report.requests_by_state}};
+    if (!report.healthy) body["reason"] = report.reason;
     exchange.respond_json(report.healthy ? 200 : 503,
                           body.dump(-1, ' ', false, json::error_handler_t::replace));
 }
