@@ -11,6 +11,7 @@
 #include <fstream>
 #include <mutex>
 #include <set>
+#include <thread>
 
 #include "pipeline_harness.h"
 
@@ -142,6 +143,77 @@ stages:
     EXPECT_EQ(reused.error().code, ErrorCode::already_exists);
 
     expect_nothing_left(pipeline, {dead_pid, new_pid, front_pid});
+}
+
+TEST(PipelineRestart, ClientsSubmittingThroughARestartGetAnAnswerOrAClearErrorNeverAHang) {
+    auto started = start_pipeline(R"(
+name: steady-clients
+model_path: none
+restart: {backoff_initial_ms: 20}
+stages:
+  - {name: front, process: a, factory: test.identity, next: mid}
+  - {name: mid, process: b, factory: test.identity, next: last}
+  - {name: last, process: a, factory: test.identity, terminal: true}
+)",
+                                  kProcesses);
+    ASSERT_TRUE(started.has_value()) << started.error().to_string();
+    auto& pipeline = **started;
+    const int dead_pid = pipeline.process_ids().at("b");
+
+    std::mutex mutex;
+    std::condition_variable changed;
+    int served = 0;
+    std::vector<Error> errors;
+    bool quit = false;
+    std::thread client([&] {
+        for (int i = 0;; ++i) {
+            {
+                std::lock_guard lock(mutex);
+                if (quit) return;
+            }
+            // The deadline is a hang guard: a request that neither completes nor fails by then
+            // is the bug this test looks for.
+            auto result =
+                pipeline.submit("steady-" + std::to_string(i), OmniRequest{.inputs = Map{{"i", i}}},
+                                {.deadline = std::chrono::system_clock::now() + kHangGuard});
+            std::lock_guard lock(mutex);
+            if (result.has_value() && result->data == Value(Map{{"i", i}})) {
+                ++served;
+            } else {
+                errors.push_back(result.has_value() ? Error{ErrorCode::internal, "wrong result"}
+                                                    : result.error());
+            }
+            changed.notify_all();
+        }
+    });
+    auto wait_served = [&](int count) {
+        std::unique_lock lock(mutex);
+        return changed.wait_for(lock, kHangGuard, [&] { return served >= count; });
+    };
+    EXPECT_TRUE(wait_served(3));
+    ASSERT_EQ(::kill(dead_pid, SIGKILL), 0);
+    EXPECT_TRUE(eventually(
+        [&] {
+            auto health = pipeline.health();
+            return health.healthy && stage_health(health, "mid").restarts == 1;
+        },
+        kHangGuard));
+    int before = 0;
+    {
+        std::lock_guard lock(mutex);
+        before = served;
+    }
+    EXPECT_TRUE(wait_served(before + 3));  // served again after the restart
+    {
+        std::lock_guard lock(mutex);
+        quit = true;
+    }
+    client.join();
+    for (const auto& error : errors) {
+        EXPECT_EQ(error.code, ErrorCode::unavailable) << error.to_string();
+        EXPECT_NE(error.message.find("stage 'mid'"), std::string::npos) << error.to_string();
+    }
+    expect_nothing_left(pipeline, {dead_pid, pipeline.process_ids().at("b")});
 }
 
 TEST(PipelineRestart, DuringTheBackOffNewRequestsFailFastNamingTheStage) {
