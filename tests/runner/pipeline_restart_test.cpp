@@ -26,14 +26,12 @@ constexpr std::chrono::milliseconds kHangGuard(60000);
 
 const Layout kProcesses{Placement::processes, false, "restart"};
 
-const pipeline::StageHealth& stage_health(const pipeline::HealthReport& report,
-                                          const std::string& stage) {
+pipeline::StageHealth stage_health(const pipeline::HealthReport& report, const std::string& stage) {
     for (const auto& entry : report.stages) {
         if (entry.stage == stage) return entry;
     }
-    static const pipeline::StageHealth missing;
     ADD_FAILURE() << "no stage '" << stage << "' in the health report";
-    return missing;
+    return {};
 }
 
 StageState state_of(runner::Pipeline& pipeline, const std::string& stage) {
@@ -101,7 +99,7 @@ stages:
     // The sleeping stage holds work when it dies.
     ASSERT_TRUE(eventually(
         [&] {
-            const auto& mid = stage_health(pipeline.health(), "mid");
+            auto mid = stage_health(pipeline.health(), "mid");
             return mid.active_requests + mid.queue_depth > 0;
         },
         kHangGuard));
