@@ -103,9 +103,12 @@ struct StageHealth {
 };
 
 struct HealthReport {
-    bool healthy = false;             // started, not stopped, every stage running and alive
-    std::string reason;               // why not healthy, naming the stage (empty when healthy)
-    std::vector<StageHealth> stages;  // in stage_endpoints order
+    bool healthy = false;  // started, not stopped, every stage running and alive
+    std::string reason;    // why not healthy, naming the stage (empty when healthy)
+    // For liveness probes: started, not stopped, no stage failed and no running stage silent. A
+    // restarting stage is being healed, so it leaves the pipeline live (but not healthy).
+    bool live = false;
+    std::vector<StageHealth> stages;                        // in stage_endpoints order
     std::map<std::string, std::int64_t> requests_by_state;  // live: pending, running; totals:
                                                             // completed, failed, aborted
     // Stage messages dropped: unknown or ended requests, non-terminal completions, duplicates.

@@ -88,7 +88,11 @@ HealthReport CoordinatorCore::health() const {
     auto now = SteadyClock::now();
     std::lock_guard lock(mutex_);
     bool all_alive = true;
+    bool none_lost = true;  // no stage failed or silent
     for (const auto& [stage, record] : stages_) {
+        bool silent = record.state == StageState::running && record.last_seen &&
+                      !stage_alive_locked(record, now);
+        none_lost = none_lost && record.state != StageState::failed && !silent;
         StageHealth health{.stage = stage,
                            .alive = stage_alive_locked(record, now),
                            .state = record.state,
@@ -114,6 +118,7 @@ HealthReport CoordinatorCore::health() const {
         }
     }
     report.healthy = started_ && !stopped_ && all_alive;
+    report.live = started_ && !stopped_ && none_lost;
     if (stopped_) {
         report.reason = "coordinator stopped";
     } else if (!started_) {

@@ -55,6 +55,7 @@ TEST_F(CoordinatorSupervisionTest, ADeadStageFailsOnlyTheRequestsThatMayPassThro
     ASSERT_TRUE(coordinator.start_request("r2", make_request(2), {}, log.callback()).has_value());
     auto health = coordinator.health();
     EXPECT_FALSE(health.healthy);
+    EXPECT_TRUE(health.live);  // being healed
     EXPECT_EQ(health.stages[1].stage, "right");
     EXPECT_EQ(health.stages[1].state, StageState::restarting);
     EXPECT_EQ(health.stages[1].restarts, 1);
@@ -139,6 +140,7 @@ TEST_F(CoordinatorSupervisionTest, AFailedStageStaysFailed) {
     ASSERT_TRUE(
         eventually_true([&] { return coordinator.health().ignored_messages >= 2; }, kHangGuard));
     auto health = coordinator.health();
+    EXPECT_FALSE(health.live);  // beyond repair
     EXPECT_EQ(health.stages[0].state, StageState::failed);
     EXPECT_EQ(health.reason,
               "stage 'a' failed: restarted 2 times within 60 s; last: exited with code 78");

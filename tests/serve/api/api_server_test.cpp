@@ -198,6 +198,10 @@ TEST_F(ApiServerTest, AuthModelAndRouteErrorsHaveTheOpenAIShape) {
     EXPECT_EQ(health->status, 200);
     EXPECT_EQ(json::parse(health->body)["status"], "ok");
     EXPECT_EQ(json::parse(health->body)["stages"].size(), 3u);
+    auto live = call(get("/health/live"));
+    ASSERT_TRUE(live);
+    EXPECT_EQ(live->status, 200);
+    EXPECT_EQ(live->body, R"({"status":"live"})");
 }
 
 TEST_F(ApiServerTest, VoicesListTheOptionsVoicesBehindTheKey) {
@@ -378,6 +382,11 @@ TEST_F(ApiServerTest, AStoppedPipelineMakesRequestsAndHealth503) {
     ASSERT_TRUE(health);
     EXPECT_EQ(health->status, 503);
     EXPECT_EQ(json::parse(health->body)["status"], "unhealthy");
+    auto live = call(get("/health/live"));
+    ASSERT_TRUE(live);
+    EXPECT_EQ(live->status, 503);
+    EXPECT_EQ(json::parse(live->body)["status"], "failed");
+    EXPECT_EQ(json::parse(live->body)["reason"], "coordinator stopped");
 }
 
 TEST_F(ApiServerTest, HealthAndMetricsShowARestartingStage) {
@@ -406,6 +415,11 @@ TEST_F(ApiServerTest, HealthAndMetricsShowARestartingStage) {
         EXPECT_EQ(stage["state"], talker ? "restarting" : "running") << health->body;
         EXPECT_EQ(stage["restarts"], talker ? 1 : 0) << health->body;
     }
+    // Being healed: live for a liveness probe.
+    auto live = call(get("/health/live"));
+    ASSERT_TRUE(live);
+    EXPECT_EQ(live->status, 200) << live->body;
+    EXPECT_EQ(json::parse(live->body)["status"], "live");
     auto metrics = call(get("/metrics"));
     ASSERT_TRUE(metrics);
     EXPECT_NE(metrics->body.find("# TYPE omnirt_stage_restarts_total counter"), std::string::npos);
