@@ -39,6 +39,7 @@ void Pipeline::State::on_child_exit(const std::string& process, const ExitStatus
 void Pipeline::State::handle_loss(ProcessSlot& slot, const std::string& what) {
     auto state = pipeline::StageState::failed;
     std::string reason;
+    Clock::time_point restart_at;
     {
         std::lock_guard lock(restart_mutex);
         if (restart_stopping) return;  // shutting down: exits are expected
@@ -56,7 +57,7 @@ void Pipeline::State::handle_loss(ProcessSlot& slot, const std::string& what) {
                          std::to_string(policy.max_restarts) + " within " +
                          fmt::format("{:g}", policy.window_s) + " s, in " +
                          std::to_string(decision.delay.count()) + " ms";
-                due[slot.name] = now + decision.delay;
+                restart_at = now + decision.delay;
             } else {
                 reason = "restarted " + std::to_string(policy.max_restarts) + " times within " +
                          fmt::format("{:g}", policy.window_s) + " s; last: " + what;
@@ -67,9 +68,15 @@ void Pipeline::State::handle_loss(ProcessSlot& slot, const std::string& what) {
         spdlog::error("process '{}' ({}) failed for good: {}", slot.name,
                       format_stages(slot.stages), reason);
     }
-    // Fails the group's requests before the restart thread may start its replacement.
     if (coordinator) coordinator->mark_stages_down(slot.stages, reason, state);
-    if (state == pipeline::StageState::restarting) restart_wake.notify_all();
+    if (state != pipeline::StageState::restarting) return;
+    {
+        // Only now: the replacement's mark_stages_restarted must follow mark_stages_down.
+        std::lock_guard lock(restart_mutex);
+        if (restart_stopping) return;
+        due[slot.name] = restart_at;
+    }
+    restart_wake.notify_all();
 }
 
 void Pipeline::State::run_restarter() {
