@@ -163,7 +163,8 @@ class Coordinator {
     void mark_stages_down(const std::vector<std::string>& stages, const std::string& reason,
                           StageState state = StageState::failed);
     // Supervision: the restarting stages' new process `pid` is ready. Each stage is running
-    // again once a heartbeat from `pid` arrives (heartbeats of other pids are ignored).
+    // again with the first heartbeat from `pid` that arrives after the new process's abort
+    // subscriptions (heartbeats of other pids are ignored).
     void mark_stages_restarted(const std::vector<std::string>& stages, std::int64_t pid);
 
     // Profiler control: sent to every stage.

@@ -7,6 +7,8 @@
 namespace omnirt::pipeline::detail {
 
 void CoordinatorCore::on_heartbeat(const proto::HeartbeatMessage& message) {
+    // Read first: the control plane's counter is not under mutex_.
+    const std::size_t subscriptions = plane_->subscriptions_received();
     std::lock_guard lock(mutex_);
     auto it = stages_.find(message.stage);
     if (it == stages_.end()) {
@@ -28,6 +30,12 @@ void CoordinatorCore::on_heartbeat(const proto::HeartbeatMessage& message) {
         return;
     }
     if (record.state == StageState::restarting) {
+        if (subscriptions < record.subscriptions_needed) {
+            // Its abort subscription has not arrived yet: the next heartbeat checks again.
+            spdlog::debug("coordinator: stage '{}' (pid {}) has not subscribed yet", message.stage,
+                          message.pid);
+            return;
+        }
         record.state = StageState::running;
         spdlog::info("coordinator: stage '{}' is running again (pid {}, restart {})", message.stage,
                      message.pid, record.restarts);

@@ -61,6 +61,11 @@ struct StageRecord {
     // Set by supervision: only heartbeats of this pid count (0: none, the process is dead).
     // Unset until the first restart: any pid counts (in-process hosts, the first processes).
     std::optional<std::int64_t> accepted_pid;
+    // The abort subscriptions the coordinator had received when the stage went down, and how
+    // many it needs before a restarted stage counts as running (so that an abort published for
+    // a request admitted after the restart reaches the new process).
+    std::size_t subscriptions_at_down = 0;
+    std::size_t subscriptions_needed = 0;
     std::int64_t pid = 0;
     std::int64_t queue_depth = 0;
     std::int64_t active_requests = 0;

@@ -76,6 +76,7 @@ void CoordinatorCore::mark_stages_down(const std::vector<std::string>& stages,
         (stages.size() == 1 ? "stage " + names + " is down: " : "stages " + names + " are down: ") +
         reason;
     std::vector<std::shared_ptr<RequestEntry>> affected;
+    const std::size_t subscriptions = plane_->subscriptions_received();
     {
         std::lock_guard lock(mutex_);
         std::vector<std::string> known;
@@ -90,6 +91,7 @@ void CoordinatorCore::mark_stages_down(const std::vector<std::string>& stages,
             record.state = state;
             record.down_reason = reason;
             record.accepted_pid = 0;  // the dead process's heartbeats no longer count
+            record.subscriptions_at_down = subscriptions;
             known.push_back(stage);
         }
         for (const auto& [id, entry] : requests_) {
@@ -120,6 +122,9 @@ void CoordinatorCore::mark_stages_restarted(const std::vector<std::string>& stag
         if (it == stages_.end() || it->second.state != StageState::restarting) continue;
         it->second.accepted_pid = pid;
         it->second.last_seen.reset();
+        // Each stage of the new process subscribes once. Subscriptions of other processes
+        // starting meanwhile may count too: the gate can open early, never stay shut.
+        it->second.subscriptions_needed = it->second.subscriptions_at_down + stages.size();
     }
 }
 

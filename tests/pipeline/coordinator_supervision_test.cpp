@@ -108,9 +108,23 @@ TEST_F(CoordinatorSupervisionTest, AStageComesBackWithTheFirstHeartbeatOfItsNewP
     EXPECT_EQ(health.stages[1].state, StageState::restarting);
     EXPECT_FALSE(health.healthy);
 
+    // The right pid, but the new process has not subscribed to the abort broadcast yet (the
+    // fake of the dead one is still the only subscriber for b): not running yet.
     ASSERT_TRUE(heartbeat_from(b, "b", 5151).has_value());
+    ASSERT_TRUE(b.complete("nobody", StagePayload{}).has_value());
+    ASSERT_TRUE(
+        eventually_true([&] { return coordinator.health().ignored_messages >= 5; }, kHangGuard));
+    EXPECT_EQ(coordinator.health().stages[1].state, StageState::restarting);
+
+    // The new incarnation: it binds b's endpoint and subscribes; its heartbeats bring b back.
+    b.stop();
+    auto& reborn = add_stage("b");
     ASSERT_TRUE(eventually_true(
-        [&] { return coordinator.health().stages[1].state == StageState::running; }, kHangGuard));
+        [&] {
+            if (!heartbeat_from(reborn, "b", 5151).has_value()) return false;
+            return coordinator.health().stages[1].state == StageState::running;
+        },
+        kHangGuard));
     health = coordinator.health();
     EXPECT_TRUE(health.stages[1].alive);
     EXPECT_EQ(health.stages[1].pid, 5151);
@@ -120,7 +134,7 @@ TEST_F(CoordinatorSupervisionTest, AStageComesBackWithTheFirstHeartbeatOfItsNewP
     EXPECT_TRUE(health.reason.empty());
     auto served = coordinator.start_request("r2", make_request(2), {}, log.callback());
     ASSERT_TRUE(served.has_value()) << served.error().to_string();
-    ASSERT_TRUE(b.complete("r2", StagePayload{.data = "fresh"}).has_value());
+    ASSERT_TRUE(reborn.complete("r2", StagePayload{.data = "fresh"}).has_value());
     ASSERT_TRUE(log.wait_for_terminals(2));
     auto events = log.events_for("r2");
     ASSERT_EQ(events.size(), 1u);
