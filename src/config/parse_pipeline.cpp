@@ -115,6 +115,51 @@ void read_endpoints(FieldReader& pipeline_reader, PipelineConfig& config) {
     }
 }
 
+void read_restart(FieldReader& pipeline_reader, PipelineConfig& config) {
+    const ConfigNode* value = pipeline_reader.find("restart");
+    if (value == nullptr || value->is_null()) return;
+    if (!value->is_map()) {
+        pipeline_reader.wrong_type(*value, "restart", "a map");
+        return;
+    }
+    FieldReader reader(*value, "", "restart.", config.field_locations,
+                       pipeline_reader.diagnostics());
+    reader.reject_unknown_keys(
+        {"max_restarts", "window_s", "backoff_initial_ms", "backoff_max_ms"});
+    RestartPolicy& policy = config.restart;
+    constexpr std::int64_t kMaxRestarts = 1000;
+    constexpr std::int64_t kMaxBackoffMs = 3600000;  // one hour
+    auto integer_in = [&](std::string_view key, std::int64_t low, std::int64_t high,
+                          std::int64_t& out) {
+        auto read = reader.integer(key, false);
+        if (!read) return;
+        if (*read < low || *read > high) {
+            reader.report(value->find(key)->location, key,
+                          std::string(key) + " " + std::to_string(*read) + " is outside " +
+                              std::to_string(low) + ".." + std::to_string(high));
+            return;
+        }
+        out = *read;
+    };
+    integer_in("max_restarts", 0, kMaxRestarts, policy.max_restarts);
+    integer_in("backoff_initial_ms", 0, kMaxBackoffMs, policy.backoff_initial_ms);
+    integer_in("backoff_max_ms", 0, kMaxBackoffMs, policy.backoff_max_ms);
+    if (auto window = reader.number("window_s", false)) {
+        if (!(*window > 0) || *window > 86400) {
+            reader.report(value->find("window_s")->location, "window_s",
+                          "window_s must be in (0, 86400] seconds");
+        } else {
+            policy.window_s = *window;
+        }
+    }
+    if (policy.backoff_max_ms < policy.backoff_initial_ms) {
+        reader.report(value->location, "backoff_max_ms",
+                      "backoff_max_ms (" + std::to_string(policy.backoff_max_ms) +
+                          ") is below backoff_initial_ms (" +
+                          std::to_string(policy.backoff_initial_ms) + ")");
+    }
+}
+
 }  // namespace
 
 PipelineConfig parse_pipeline(const ConfigNode& root, std::vector<Diagnostic>& diagnostics) {
@@ -137,7 +182,8 @@ PipelineConfig parse_pipeline(const ConfigNode& root, std::vector<Diagnostic>& d
     FieldReader reader(root, "", "", config.field_locations, diagnostics);
     reader.reject_unknown_keys({"model_path", "stages", "name", "entry_stage", "relay_backend",
                                 "fused_stages", "runtime_overrides", "env_defaults", "endpoints",
-                                "terminal_stages_fn", "config_cls", "plugins", "gpu_memory_limit"});
+                                "terminal_stages_fn", "config_cls", "plugins", "gpu_memory_limit",
+                                "restart"});
     reader.require("model_path");
     reader.require("stages");
 
@@ -156,6 +202,7 @@ PipelineConfig parse_pipeline(const ConfigNode& root, std::vector<Diagnostic>& d
     config.config_cls = reader.string("config_cls");
     if (auto plugins = reader.string_list("plugins")) config.plugins = std::move(*plugins);
     if (auto limit = reader.number("gpu_memory_limit", false)) config.gpu_memory_limit = *limit;
+    read_restart(reader, config);
     return config;
 }
 

@@ -17,6 +17,10 @@ inline constexpr double kDefaultSlotSizeMb = 16.0;
 inline constexpr std::int64_t kDefaultCredits = 8;
 inline constexpr double kDefaultFanInTimeoutS = 60.0;
 inline constexpr int kDefaultTcpBasePort = 17000;
+inline constexpr std::int64_t kDefaultMaxRestarts = 3;
+inline constexpr double kDefaultRestartWindowS = 300.0;
+inline constexpr std::int64_t kDefaultBackoffInitialMs = 500;
+inline constexpr std::int64_t kDefaultBackoffMaxMs = 10000;
 
 // Where a config value came from: a file position ("pipeline.yaml:12:5") or a command-line
 // override ("--set stages.thinker.gpu=1").
@@ -79,6 +83,17 @@ struct EndpointsConfig {
     int base_port = kDefaultTcpBasePort;
 };
 
+// Supervision of stage processes (omnirt addition, docs/config.md "Restart"): a process group
+// that dies while the pipeline runs is restarted after back-off (initial, doubling, capped at
+// max) as long as it has been restarted fewer than `max_restarts` times within the last
+// `window_s` seconds; past that budget its stages are failed for good. max_restarts 0: fail fast.
+struct RestartPolicy {
+    std::int64_t max_restarts = kDefaultMaxRestarts;
+    double window_s = kDefaultRestartWindowS;
+    std::int64_t backoff_initial_ms = kDefaultBackoffInitialMs;
+    std::int64_t backoff_max_ms = kDefaultBackoffMaxMs;
+};
+
 struct PipelineConfig {
     std::string model_path;
     std::vector<StageConfig> stages;
@@ -94,6 +109,7 @@ struct PipelineConfig {
     // omnirt additions:
     std::vector<std::string> plugins;  // shared libraries that register functions (absolute)
     double gpu_memory_limit = 1.0;     // share of each GPU the pipeline may budget, (0, 1]
+    RestartPolicy restart;
 
     std::string source;  // file the config was read from ("<string>" for text)
     SourceLocation location;

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
+#include <atomic>
 
 #include <condition_variable>
 #include <deque>
@@ -48,6 +49,7 @@ struct ControlPlane::State {
     std::condition_variable subscribers_changed;
     std::deque<Outgoing> queue;
     std::size_t subscribers = 0;
+    std::atomic<std::size_t> subscriptions_received{0};
     bool started = false;
     bool stopping = false;
     bool stopped = false;
@@ -196,6 +198,7 @@ struct ControlPlane::State {
             std::lock_guard lock(mutex);
             if (kind == 1) {
                 subscribers++;
+                subscriptions_received.fetch_add(1);
             } else if (kind == 0 && subscribers > 0) {
                 subscribers--;
             }
@@ -392,6 +395,10 @@ Status ControlPlane::wait_for_subscribers(std::size_t count, Duration timeout) {
                         " subscribers joined within " + std::to_string(timeout.count()) + " ms");
     }
     return {};
+}
+
+std::size_t ControlPlane::subscriptions_received() const {
+    return state_->subscriptions_received.load();
 }
 
 std::size_t ControlPlane::subscriber_count() const {

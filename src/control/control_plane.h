@@ -72,6 +72,10 @@ class ControlPlane {
     // after start-up reaches every stage (no slow-joiner window). deadline_exceeded otherwise.
     [[nodiscard]] Status wait_for_subscribers(std::size_t count, Duration timeout);
     [[nodiscard]] std::size_t subscriber_count() const;
+    // Thread-safe, lock-free. Subscriptions the publisher has received since start; never
+    // decreases (a subscriber that leaves is not subtracted), so a restarted subscriber shows as
+    // one more.
+    [[nodiscard]] std::size_t subscriptions_received() const;
 
     // Flushes what is queued (bounded by `linger`), joins the IO thread, closes every socket.
     // Idempotent; sends after stop() fail.

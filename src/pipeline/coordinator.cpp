@@ -26,6 +26,18 @@ std::string_view to_string(RequestState state) {
     return "unknown";
 }
 
+std::string_view to_string(StageState state) {
+    switch (state) {
+        case StageState::running:
+            return "running";
+        case StageState::restarting:
+            return "restarting";
+        case StageState::failed:
+            return "failed";
+    }
+    return "unknown";
+}
+
 namespace detail {
 namespace {
 
@@ -61,7 +73,8 @@ Status validate(const CoordinatorOptions& options) {
 
 }  // namespace
 
-CoordinatorCore::CoordinatorCore(CoordinatorOptions options) : options_(std::move(options)) {
+CoordinatorCore::CoordinatorCore(CoordinatorOptions options)
+    : options_(std::move(options)), paths_(options_) {
     for (const auto& [stage, endpoint] : options_.stage_endpoints)
         stages_.emplace(stage, StageRecord{});
 }
@@ -258,8 +271,12 @@ Status Coordinator::abort(const std::string& request_id, const std::string& reas
 }
 
 void Coordinator::mark_stages_down(const std::vector<std::string>& stages,
-                                   const std::string& reason) {
-    state_->core->mark_stages_down(stages, reason);
+                                   const std::string& reason, StageState state) {
+    state_->core->mark_stages_down(stages, reason, state);
+}
+
+void Coordinator::mark_stages_restarted(const std::vector<std::string>& stages, std::int64_t pid) {
+    state_->core->mark_stages_restarted(stages, pid);
 }
 
 Status Coordinator::start_profile(const std::string& trace_path_template) {

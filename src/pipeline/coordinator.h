@@ -47,7 +47,16 @@ struct CoordinatorOptions {
     // Events a RequestStream holds before its consumer reads them; above it the request fails
     // with resource_exhausted (the IO thread never waits for a slow consumer).
     std::size_t stream_queue_capacity = 4096;
+    // The pipeline's edges (each stage's `next` and `stream_to` targets), so that supervision
+    // touches only the requests that may pass through a stage: those whose terminal stages are
+    // reachable from it. Empty: every stage may lie on every request's path.
+    std::map<std::string, std::vector<std::string>> stage_targets;
 };
+
+// A stage as supervision sees it. running: serving (alive when its heartbeats are current);
+// restarting: its process died and a new one is being started; failed: given up on for good.
+enum class StageState : std::uint8_t { running, restarting, failed };
+[[nodiscard]] std::string_view to_string(StageState state);
 
 enum class RequestState : std::uint8_t { pending, running, completed, failed, aborted };
 [[nodiscard]] std::string_view to_string(RequestState state);
@@ -81,8 +90,10 @@ using EventCallback = std::function<void(RequestEvent event)>;
 
 struct StageHealth {
     std::string stage;
-    bool alive = false;  // heartbeat seen within heartbeat_timeout and not marked down
-    std::string down_reason;
+    bool alive = false;  // running and a heartbeat seen within heartbeat_timeout
+    StageState state = StageState::running;
+    std::string down_reason;    // why it is restarting or failed (empty when running)
+    std::int64_t restarts = 0;  // restarts supervision scheduled since the pipeline started
     std::int64_t pid = 0;
     std::int64_t queue_depth = 0;
     std::int64_t active_requests = 0;
@@ -92,8 +103,12 @@ struct StageHealth {
 };
 
 struct HealthReport {
-    bool healthy = false;             // started, not stopped, every stage alive
-    std::vector<StageHealth> stages;  // in stage_endpoints order
+    bool healthy = false;  // started, not stopped, every stage running and alive
+    std::string reason;    // why not healthy, naming the stage (empty when healthy)
+    // For liveness probes: started, not stopped, no stage failed and no running stage silent. A
+    // restarting stage is being healed, so it leaves the pipeline live (but not healthy).
+    bool live = false;
+    std::vector<StageHealth> stages;                        // in stage_endpoints order
     std::map<std::string, std::int64_t> requests_by_state;  // live: pending, running; totals:
                                                             // completed, failed, aborted
     // Stage messages dropped: unknown or ended requests, non-terminal completions, duplicates.
@@ -119,11 +134,12 @@ class Coordinator {
     [[nodiscard]] Status wait_for_heartbeats(Duration timeout);
 
     // Accepts a request and sends it to the entry stage. Fails (callback never called) with
-    // already_exists for a live duplicate id, invalid_argument for an empty id, unavailable when
-    // the pipeline is unhealthy or stopped, resource_exhausted above max_live_requests,
-    // deadline_exceeded when options.deadline has already passed (nothing is sent). "Unhealthy"
-    // for admission: a stage marked down or whose heartbeats stopped; a stage that has not sent
-    // its first heartbeat yet does not block requests (it may still be starting).
+    // already_exists for a live duplicate id or the id of a request that supervision failed
+    // (messages about it may still be in flight), invalid_argument for an empty id, unavailable
+    // when a stage the request may pass through is restarting, failed or silent, or the
+    // coordinator is stopped, resource_exhausted above max_live_requests, deadline_exceeded
+    // when options.deadline has already passed (nothing is sent). A stage that has not sent its
+    // first heartbeat yet does not block requests (it may still be starting).
     [[nodiscard]] Status start_request(const std::string& request_id, OmniRequest request,
                                        RequestOptions options, EventCallback on_event);
     // One result: blocks until the request ends. Stream chunks are discarded.
@@ -137,10 +153,19 @@ class Coordinator {
     // `reason`) and broadcasts the abort to every stage. not_found for unknown or ended ids.
     [[nodiscard]] Status abort(const std::string& request_id, const std::string& reason);
 
-    // Supervision (the runner): the stages of a dead process. Every live request fails with
-    // unavailable naming the stage and `reason`, and the pipeline reports unhealthy; new
-    // requests fail with unavailable until restart (policy: fail fast, see docs).
-    void mark_stages_down(const std::vector<std::string>& stages, const std::string& reason);
+    // Supervision (the runner): the stages of a dead process. Every live request that may pass
+    // through one of them fails with unavailable ("stage 'x' is down: <reason>"); the stages
+    // take `state` (restarting or failed) and new requests that may pass through them are
+    // refused with unavailable ("stage 'x' is restarting: <reason>" / "stage 'x' failed:
+    // <reason>"). Heartbeats are ignored from here on until mark_stages_restarted. A restarting
+    // state counts one restart. The ids of the failed requests are not accepted again (a dead
+    // incarnation's late messages about them must not reach a new request).
+    void mark_stages_down(const std::vector<std::string>& stages, const std::string& reason,
+                          StageState state = StageState::failed);
+    // Supervision: the restarting stages' new process `pid` is ready. Each stage is running
+    // again with the first heartbeat from `pid` that arrives after the new process's abort
+    // subscriptions (heartbeats of other pids are ignored).
+    void mark_stages_restarted(const std::vector<std::string>& stages, std::int64_t pid);
 
     // Profiler control: sent to every stage.
     [[nodiscard]] Status start_profile(const std::string& trace_path_template);

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -54,14 +55,53 @@ struct RequestEntry {
 // What the coordinator knows about one stage (heartbeats, supervision).
 struct StageRecord {
     std::optional<SteadyClock::time_point> last_seen;
-    bool down = false;
+    StageState state = StageState::running;
     std::string down_reason;
+    std::int64_t restarts = 0;
+    // Set by supervision: only heartbeats of this pid count (0: none, the process is dead).
+    // Unset until the first restart: any pid counts (in-process hosts, the first processes).
+    std::optional<std::int64_t> accepted_pid;
+    // The abort subscriptions the coordinator had received when the stage went down, and how
+    // many it needs before a restarted stage counts as running (so that an abort published for
+    // a request admitted after the restart reaches the new process).
+    std::size_t subscriptions_at_down = 0;
+    std::size_t subscriptions_needed = 0;
     std::int64_t pid = 0;
     std::int64_t queue_depth = 0;
     std::int64_t active_requests = 0;
     std::int64_t processed = 0;
     std::int64_t compute_ns = 0;
     std::vector<proto::EdgeTraffic> edges;
+};
+
+// Which stages a request may pass through, from the pipeline's edges: a stage is on the path
+// to terminal t when it is reachable from the entry stage and t is reachable from it. Immutable
+// after construction.
+class StagePaths {
+  public:
+    explicit StagePaths(const CoordinatorOptions& options);
+    // True when `stage` may lie on the path of a request with `terminals`; always true when the
+    // options name no edges.
+    [[nodiscard]] bool on_path(const std::vector<std::string>& terminals,
+                               const std::string& stage) const;
+
+  private:
+    bool known_ = false;
+    std::map<std::string, std::set<std::string>> upstream_;  // terminal -> stages on its paths
+};
+
+// Ids of requests supervision failed, so that none is accepted again while a dead incarnation's
+// messages about it may still arrive. Bounded: the oldest id is forgotten first.
+class Quarantine {
+  public:
+    explicit Quarantine(std::size_t capacity) : capacity_(capacity) {}
+    void add(const std::string& id);
+    [[nodiscard]] bool contains(const std::string& id) const { return ids_.contains(id); }
+
+  private:
+    std::size_t capacity_;
+    std::set<std::string> ids_;
+    std::deque<std::string> order_;
 };
 
 // The Coordinator's implementation. Thread safety as in coordinator.h.
@@ -89,7 +129,9 @@ class CoordinatorCore {
                                    RequestEvent::Kind kind, Error error);
     [[nodiscard]] Status abort(const std::string& request_id, const std::string& reason);
 
-    void mark_stages_down(const std::vector<std::string>& stages, const std::string& reason);
+    void mark_stages_down(const std::vector<std::string>& stages, const std::string& reason,
+                          StageState state);
+    void mark_stages_restarted(const std::vector<std::string>& stages, std::int64_t pid);
     [[nodiscard]] Status send_to_every_stage(const proto::ControlMessage& message);
     [[nodiscard]] HealthReport health() const;
     [[nodiscard]] std::size_t live_requests() const;
@@ -108,8 +150,12 @@ class CoordinatorCore {
     void run_timer();
 
     [[nodiscard]] Result<std::vector<std::string>> terminals_for(const OmniRequest& request) const;
-    // Why a new request is refused now (mutex_ held), or ok.
-    [[nodiscard]] Status admission_locked(SteadyClock::time_point now) const;
+    // Why a new request with `terminals` is refused now (mutex_ held), or ok.
+    [[nodiscard]] Status admission_locked(SteadyClock::time_point now,
+                                          const std::vector<std::string>& terminals) const;
+    // Why `stage` is not serving now (mutex_ held), or ok.
+    [[nodiscard]] Status stage_status_locked(const std::string& stage, const StageRecord& record,
+                                             SteadyClock::time_point now) const;
     [[nodiscard]] bool stage_alive_locked(const StageRecord& record,
                                           SteadyClock::time_point now) const;
     // Removes a live entry from the table and the deadline index and counts its final state.
@@ -129,6 +175,7 @@ class CoordinatorCore {
     void publish_abort(const std::string& request_id, const std::string& reason);
 
     CoordinatorOptions options_;
+    const StagePaths paths_;
     std::optional<TerminalStagesFn> terminal_fn_;
     std::unique_ptr<control::ControlPlane> plane_;
 
@@ -140,8 +187,7 @@ class CoordinatorCore {
     std::map<std::string, StageRecord> stages_;  // one per stage endpoint
     bool started_ = false;
     bool stopped_ = false;
-    bool down_ = false;
-    std::string down_message_;
+    Quarantine quarantine_{65536};
     std::uint64_t completed_ = 0;
     std::uint64_t failed_ = 0;
     std::uint64_t aborted_ = 0;

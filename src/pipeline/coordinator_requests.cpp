@@ -90,7 +90,13 @@ Status CoordinatorCore::start_entry(const std::shared_ptr<RequestEntry>& entry,
 
     {
         std::lock_guard lock(mutex_);
-        OMNI_RETURN_IF_ERROR(admission_locked(SteadyClock::now()));
+        if (quarantine_.contains(request_id)) {
+            return fail(ErrorCode::already_exists,
+                        "request '" + request_id +
+                            "' was failed by a stage process that died; messages about it may "
+                            "still arrive, so its id cannot be used again");
+        }
+        OMNI_RETURN_IF_ERROR(admission_locked(SteadyClock::now(), entry->terminals));
         if (requests_.contains(request_id)) {
             return fail(ErrorCode::already_exists,
                         "request '" + request_id + "' is already running");

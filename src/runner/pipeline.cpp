@@ -2,19 +2,13 @@
 
 #include <spdlog/spdlog.h>
 
-#include <mutex>
-
 #include "config/load.h"
-#include "config/runtime_dir.h"
-#include "pipeline/stage_host.h"
 #include "relay/shm/segment.h"
 #include "runner/builtins.h"
-#include "runner/child_process.h"
+#include "runner/pipeline_internal.h"
 #include "runner/plan_codec.h"
 
 namespace omnirt::runner {
-
-using Clock = std::chrono::steady_clock;
 
 namespace {
 
@@ -23,100 +17,99 @@ std::chrono::milliseconds remaining(Clock::time_point deadline) {
     return std::max(left, std::chrono::milliseconds(0));
 }
 
+// Why a process group cannot be restarted, or empty.
+std::string not_restartable(const config::RuntimePlan& plan, const config::ProcessPlan& process) {
+    if (process.tp) {
+        return "a tensor-parallel rank is not restarted (its group's rendezvous is gone)";
+    }
+    if (plan.relay_backend == "gloo" || plan.relay_backend == "nccl") {
+        return "relay_backend '" + plan.relay_backend +
+               "' has a fixed world that a new process cannot join";
+    }
+    return {};
+}
+
 }  // namespace
 
-struct Pipeline::State {
-    PipelineOptions options;
-    // Destroyed last: the runtime directory holds the sockets and the plan file.
-    std::unique_ptr<config::RuntimeDirectory> runtime_dir;
-    std::shared_ptr<const config::RuntimePlan> plan;
-    std::unique_ptr<pipeline::Coordinator> coordinator;
-    std::vector<std::unique_ptr<ChildProcess>> children;
-    std::vector<std::unique_ptr<pipeline::StageHost>> hosts;
-    std::unique_ptr<Supervisor> supervisor;
-    std::mutex stop_mutex;
-    bool stopped = false;
+std::string format_stages(const std::vector<std::string>& stages) {
+    std::string out = "stages";
+    for (const auto& stage : stages) out += " " + stage;
+    return out;
+}
 
-    void on_child_exit(const std::string& process, const ExitStatus& status) {
-        const config::ProcessPlan* plan_process = plan->find_process(process);
-        std::vector<std::string> stages;
-        if (plan_process != nullptr) stages = plan_process->stages;
-        spdlog::error("process '{}' ({}) {}", process, fmt_stages(stages), status.to_string());
-        // A killed process cannot unlink its shared memory: do it for it.
-        for (const auto& child : children) {
-            if (child->name() == process) relay::shm::remove_segments_of_dead_process(child->pid());
+Status Pipeline::State::start_children(Clock::time_point deadline) {
+    const std::string plan_path = runtime_dir->path() + "/plan.msgpack";
+    OMNI_RETURN_IF_ERROR(write_plan_file(*plan, plan_path));
+    std::string binary = options.binary.empty() ? "/proc/self/exe" : options.binary;
+    State* raw = this;
+    OMNI_TRY(supervisor,
+             Supervisor::create([raw](const std::string& name, const ExitStatus& status) {
+                 raw->on_child_exit(name, status);
+             }));
+    for (const auto& process : plan->processes) {
+        auto slot = std::make_unique<ProcessSlot>(ProcessSlot{
+            .name = process.name,
+            .stages = process.stages,
+            .spec = {.name = process.name,
+                     .binary = binary,
+                     .args = {"stage-process", "--plan", plan_path, "--process", process.name,
+                              "--heartbeat-ms", std::to_string(options.heartbeat_interval.count()),
+                              "--relay-timeout-ms", std::to_string(options.relay_timeout.count())}},
+            .child = nullptr,
+            .budget = RestartBudget(restart_policy),
+            .not_restartable = not_restartable(*plan, process)});
+        OMNI_TRY(auto child, ChildProcess::spawn(slot->spec));
+        {
+            std::lock_guard lock(children_mutex);
+            slot->child = std::move(child);
         }
-        if (coordinator) {
-            coordinator->mark_stages_down(stages,
-                                          "process '" + process + "' " + status.to_string());
+        slots.push_back(std::move(slot));
+    }
+    for (auto& slot : slots) {
+        Status ready = slot->child->wait_ready(remaining(deadline));
+        if (!ready) return fail(ready.error());  // names the process already
+        OMNI_RETURN_IF_ERROR(supervisor->watch(slot->child.get()));
+    }
+    restarter = std::thread([raw] { raw->run_restarter(); });
+    return {};
+}
+
+void Pipeline::State::stop_all() {
+    std::lock_guard lock(stop_mutex);
+    if (stopped) return;
+    stopped = true;
+    // Exits from here on are expected: no restart starts, nothing is watched any more.
+    park_restarter();
+    if (supervisor) supervisor->stop();
+    if (coordinator) coordinator->stop();  // shutdown message to every stage
+    for (auto& host : hosts) host->stop();
+    hosts.clear();
+    // The shutdown message makes every child exit by itself; SIGTERM (then SIGKILL) only for
+    // one that does not within the grace period.
+    const auto grace_end = Clock::now() + options.shutdown_grace;
+    for (auto& slot : slots) {
+        if (!slot->child) continue;
+        std::optional<ExitStatus> exited = slot->child->wait_exit(remaining(grace_end));
+        ExitStatus status = exited ? *exited : slot->child->terminate(options.shutdown_grace);
+        if (!status.exited || status.code != 0) {
+            spdlog::warn("process '{}' {} at shutdown", slot->name, status.to_string());
         }
     }
-
-    static std::string fmt_stages(const std::vector<std::string>& stages) {
-        std::string out = "stages";
-        for (const auto& stage : stages) out += " " + stage;
-        return out;
+    {
+        std::lock_guard children(children_mutex);
+        for (auto& slot : slots) slot->child.reset();
     }
-
-    Status start_children(Clock::time_point deadline) {
-        const std::string plan_path = runtime_dir->path() + "/plan.msgpack";
-        OMNI_RETURN_IF_ERROR(write_plan_file(*plan, plan_path));
-        std::string binary = options.binary.empty() ? "/proc/self/exe" : options.binary;
-        State* raw = this;
-        OMNI_TRY(supervisor,
-                 Supervisor::create([raw](const std::string& name, const ExitStatus& status) {
-                     raw->on_child_exit(name, status);
-                 }));
-        for (const auto& process : plan->processes) {
-            OMNI_TRY(auto child, ChildProcess::spawn(
-                                     {.name = process.name,
-                                      .binary = binary,
-                                      .args = {"stage-process", "--plan", plan_path, "--process",
-                                               process.name, "--heartbeat-ms",
-                                               std::to_string(options.heartbeat_interval.count()),
-                                               "--relay-timeout-ms",
-                                               std::to_string(options.relay_timeout.count())}}));
-            children.push_back(std::move(child));
-        }
-        for (auto& child : children) {
-            Status ready = child->wait_ready(remaining(deadline));
-            if (!ready) return fail(ready.error());  // names the process already
-            OMNI_RETURN_IF_ERROR(supervisor->watch(child.get()));
-        }
-        return {};
+    release_restarter();
+    // The stopped coordinator stays (its sockets are closed, its threads joined): calls after
+    // stop() get `unavailable` instead of touching a destroyed object.
+    if (runtime_dir) {
+        // Segments of children that were killed (their own close() unlinks the rest).
+        auto removed =
+            relay::shm::remove_stale_segments(relay::shm::instance_tag(runtime_dir->path()));
+        if (!removed) spdlog::warn("stale segments: {}", removed.error().message);
     }
-
-    void stop_all() {
-        std::lock_guard lock(stop_mutex);
-        if (stopped) return;
-        stopped = true;
-        // Exits from here on are expected: stop watching before anything is shut down.
-        if (supervisor) supervisor->stop();
-        if (coordinator) coordinator->stop();  // shutdown message to every stage
-        for (auto& host : hosts) host->stop();
-        hosts.clear();
-        // The shutdown message makes every child exit by itself; SIGTERM (then SIGKILL) only
-        // for one that does not within the grace period.
-        const auto grace_end = Clock::now() + options.shutdown_grace;
-        for (auto& child : children) {
-            std::optional<ExitStatus> exited = child->wait_exit(remaining(grace_end));
-            ExitStatus status = exited ? *exited : child->terminate(options.shutdown_grace);
-            if (!status.exited || status.code != 0) {
-                spdlog::warn("process '{}' {} at shutdown", child->name(), status.to_string());
-            }
-        }
-        children.clear();
-        // The stopped coordinator stays (its sockets are closed, its threads joined): calls
-        // after stop() get `unavailable` instead of touching a destroyed object.
-        if (runtime_dir) {
-            // Segments of children that were killed (their own close() unlinks the rest).
-            auto removed =
-                relay::shm::remove_stale_segments(relay::shm::instance_tag(runtime_dir->path()));
-            if (!removed) spdlog::warn("stale segments: {}", removed.error().message);
-        }
-        runtime_dir.reset();  // removes the sockets, the plan file and the directory
-    }
-};
+    runtime_dir.reset();  // removes the sockets, the plan file and the directory
+}
 
 namespace {
 
@@ -128,7 +121,12 @@ pipeline::CoordinatorOptions coordinator_options(const config::RuntimePlan& plan
                                      .terminal_stages = plan.terminal_stages,
                                      .terminal_stages_fn = plan.terminal_stages_fn,
                                      .max_live_requests = options.max_live_requests};
-    for (const auto& stage : plan.stages) out.stage_endpoints[stage.name] = stage.endpoint;
+    for (const auto& stage : plan.stages) {
+        out.stage_endpoints[stage.name] = stage.endpoint;
+        auto& targets = out.stage_targets[stage.name];
+        targets = stage.next;
+        targets.insert(targets.end(), stage.stream_to.begin(), stage.stream_to.end());
+    }
     // A stage is reported dead after missing a few heartbeats.
     out.heartbeat_timeout =
         std::max(options.heartbeat_interval * 5, std::chrono::milliseconds(2000));
@@ -142,6 +140,7 @@ Result<std::unique_ptr<Pipeline>> Pipeline::start(const config::PipelineConfig& 
     OMNI_RETURN_IF_ERROR(register_builtins());
     auto state = std::make_unique<State>();
     state->options = options;
+    state->restart_policy = config.restart;
     std::string base = options.runtime_base.empty() ? config::runtime_base_path(config.endpoints)
                                                     : options.runtime_base;
     OMNI_TRY(state->runtime_dir, config::RuntimeDirectory::create(base));
@@ -215,7 +214,10 @@ pipeline::HealthReport Pipeline::health() const { return state_->coordinator->he
 
 std::map<std::string, int> Pipeline::process_ids() const {
     std::map<std::string, int> out;
-    for (const auto& child : state_->children) out[child->name()] = child->pid();
+    std::lock_guard lock(state_->children_mutex);
+    for (const auto& slot : state_->slots) {
+        if (slot->child) out[slot->name] = slot->child->pid();
+    }
     return out;
 }
 

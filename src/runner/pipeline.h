@@ -6,11 +6,18 @@
 // stage is ready, subscribed and has sent its first heartbeat (so health() reports a started
 // pipeline healthy), and supervises the children.
 //
-// Supervision policy: fail fast. A child that exits while the pipeline runs makes every live
-// request fail at once (unavailable, naming the stages of the process and the exit status) and
-// the pipeline unhealthy; new requests are rejected. Nothing is restarted: a stage may hold
-// state (KV caches, loaded weights) that a restart would silently lose, so the operator (or a
-// process manager around `omnirt serve`) decides.
+// Supervision policy: restart within a budget (config::RestartPolicy, the config's `restart:`).
+// A child that exits while the pipeline runs makes the live requests that may pass through its
+// stages fail at once (unavailable, naming the stage and the exit status; requests whose
+// terminal stages the dead stages cannot reach go on), and its stages report `restarting`: new
+// requests that would pass through them are refused with that reason. After a back-off the
+// process group is started again from the same plan; it reconnects its control sockets, makes a
+// fresh relay, and its stages are `running` again with its first heartbeat. More than
+// `max_restarts` exits within `window_s` (or a group that cannot be restarted: a TP rank, a
+// gloo / nccl relay world) fail its stages for good: health reports `failed` with the reason,
+// and requests through them are refused until the server is restarted. `max_restarts: 0` is
+// the old fail-fast policy. A restarted stage has lost whatever state it held (KV caches of the
+// requests that failed with it); weights are loaded again.
 //
 // Thread safety: submit / stream / abort / health may be called from any thread; start and stop
 // from one owner thread, which must outlive the pipeline: children get PR_SET_PDEATHSIG, which
@@ -63,7 +70,7 @@ class Pipeline {
     [[nodiscard]] Status abort(const std::string& request_id, const std::string& reason);
     [[nodiscard]] pipeline::HealthReport health() const;
 
-    // Child pids by process name (empty for in-process placement).
+    // Child pids by process name (empty for in-process placement): the current incarnations.
     [[nodiscard]] std::map<std::string, int> process_ids() const;
 
     // Shuts the stages down (shutdown message, then SIGTERM after shutdown_grace, then SIGKILL),

@@ -26,7 +26,9 @@
 //                          to the client; data = {"chunks": [chunk...], "count": n,
 //                          "input": payload data}
 //   test.crash             std::_Exit(77) when request.params["crash_stage"] names the stage or
-//                          arg always is true; else identity (for supervision tests)
+//                          arg always is true; else identity (for supervision tests); with arg
+//                          crash_at_start_if_exists: path, std::_Exit(78) while the stage is
+//                          created if that file exists (a crash loop on restart)
 //   test.sink              for benchmarks: drops every tensor of its input and answers data =
 //                          {"tensor_bytes": total bytes of the input's tensors}, so a large
 //                          payload is not sent back to the coordinator inline

@@ -1,5 +1,6 @@
 // Non-streaming test stages: identity, arithmetic, sleep, fail, tensor_producer, crash.
 #include <cstdlib>
+#include <filesystem>
 #include <optional>
 #include <utility>
 
@@ -151,6 +152,9 @@ Result<std::unique_ptr<Scheduler>> fail_factory(const StageContext& context) {
 
 Result<std::unique_ptr<Scheduler>> crash_factory(const StageContext& context) {
     OMNI_TRY(bool always, bool_arg(context, "always", false));
+    // For crash loops: a test creates the file, and every later incarnation dies while starting.
+    OMNI_TRY(std::string crash_at_start, string_arg(context, "crash_at_start_if_exists", ""));
+    if (!crash_at_start.empty() && std::filesystem::exists(crash_at_start)) std::_Exit(78);
     return make_simple_scheduler(context,
                                  [always, stage = context.stage_name](
                                      const StagePayload& input, Emitter&) -> Result<StagePayload> {

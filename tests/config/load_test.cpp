@@ -15,11 +15,12 @@ using testing::PipelineText;
 TEST(Load, UnknownPipelineKeyListsTheValidKeys) {
     auto p = PipelineText::linear().top("relay_backnd", "shm");
     auto report = load_report(p.text());
-    EXPECT_TRUE(has_diagnostic(report, p.top_line("relay_backnd"), "", "relay_backnd",
-                               "unknown key; did you mean 'relay_backend'? (valid keys: "
-                               "model_path, stages, name, entry_stage, relay_backend, "
-                               "fused_stages, runtime_overrides, env_defaults, endpoints, "
-                               "terminal_stages_fn, config_cls, plugins, gpu_memory_limit)"));
+    EXPECT_TRUE(
+        has_diagnostic(report, p.top_line("relay_backnd"), "", "relay_backnd",
+                       "unknown key; did you mean 'relay_backend'? (valid keys: "
+                       "model_path, stages, name, entry_stage, relay_backend, "
+                       "fused_stages, runtime_overrides, env_defaults, endpoints, "
+                       "terminal_stages_fn, config_cls, plugins, gpu_memory_limit, restart)"));
 }
 
 TEST(Load, UnknownStageKeyNamesTheStageAndLine) {
@@ -127,6 +128,11 @@ INSTANTIATE_TEST_SUITE_P(
         WrongType{"", "plugins", "[1]", "plugins[0]", "expected a string, got integer 1"},
         WrongType{"", "gpu_memory_limit", "half", "gpu_memory_limit",
                   "expected a number, got string \"half\""},
+        WrongType{"", "restart", "on", "restart", "expected a map, got string \"on\""},
+        WrongType{"", "restart", "{max_restarts: x}", "restart.max_restarts",
+                  "expected an integer, got string \"x\""},
+        WrongType{"", "restart", "{window_s: soon}", "restart.window_s",
+                  "expected a number, got string \"soon\""},
         WrongType{"b", "name", "7", "name", "expected a string, got integer 7"},
         WrongType{"b", "factory", "[f]", "factory", "expected a string, got a list"},
         WrongType{"b", "factory_args", "[1]", "factory_args", "expected a map, got a list"},
@@ -266,6 +272,10 @@ TEST(Load, DefaultsOfAMinimalConfig) {
     EXPECT_EQ(config.endpoints.base_port, kDefaultTcpBasePort);
     EXPECT_FALSE(config.endpoints.base_path.has_value());
     EXPECT_EQ(config.gpu_memory_limit, 1.0);
+    EXPECT_EQ(config.restart.max_restarts, kDefaultMaxRestarts);
+    EXPECT_EQ(config.restart.window_s, kDefaultRestartWindowS);
+    EXPECT_EQ(config.restart.backoff_initial_ms, kDefaultBackoffInitialMs);
+    EXPECT_EQ(config.restart.backoff_max_ms, kDefaultBackoffMaxMs);
     EXPECT_EQ(config.source, "test.yaml");
     const StageConfig& stage = config.stages[0];
     EXPECT_EQ(stage.tp_size, 1);
@@ -273,6 +283,46 @@ TEST(Load, DefaultsOfAMinimalConfig) {
     EXPECT_FALSE(stage.relay.has_value());
     EXPECT_EQ(stage.fan_in_timeout_s, kDefaultFanInTimeoutS);
     EXPECT_TRUE(stage.factory_args.empty());
+}
+
+TEST(Load, RestartPolicyIsRead) {
+    std::string text =
+        "restart: {max_restarts: 0, window_s: 1.5, backoff_initial_ms: 0, backoff_max_ms: 0}\n" +
+        PipelineText::linear().text();
+    auto report = load_report(text);
+    ASSERT_TRUE(report.ok()) << testing::dump(report);
+    const RestartPolicy& policy = report.config->restart;
+    EXPECT_EQ(policy.max_restarts, 0);
+    EXPECT_EQ(policy.window_s, 1.5);
+    EXPECT_EQ(policy.backoff_initial_ms, 0);
+    EXPECT_EQ(policy.backoff_max_ms, 0);
+}
+
+TEST(Load, InvalidRestartPolicyValuesAreNamed) {
+    std::string text =
+        "restart:\n  max_restarts: -1\n  window_s: 0\n  backoff_initial_ms: 5000000\n"
+        "  backoff_max_restarts: 1\n" +
+        PipelineText::linear().text();
+    auto report = load_report(text);
+    EXPECT_TRUE(
+        has_diagnostic(report, 2, "", "restart.max_restarts", "max_restarts -1 is outside 0..1000"))
+        << testing::dump(report);
+    EXPECT_TRUE(
+        has_diagnostic(report, 3, "", "restart.window_s", "window_s must be in (0, 86400] seconds"))
+        << testing::dump(report);
+    EXPECT_TRUE(has_diagnostic(report, 4, "", "restart.backoff_initial_ms",
+                               "backoff_initial_ms 5000000 is outside 0..3600000"))
+        << testing::dump(report);
+    EXPECT_TRUE(has_diagnostic(report, 5, "", "restart.backoff_max_restarts",
+                               "unknown key (valid keys: max_restarts, window_s, "
+                               "backoff_initial_ms, backoff_max_ms)"))
+        << testing::dump(report);
+
+    report = load_report("restart: {backoff_initial_ms: 100, backoff_max_ms: 10}\n" +
+                         PipelineText::linear().text());
+    EXPECT_TRUE(has_diagnostic(report, 1, "", "restart.backoff_max_ms",
+                               "backoff_max_ms (10) is below backoff_initial_ms (100)"))
+        << testing::dump(report);
 }
 
 TEST(Load, EveryFieldIsRead) {

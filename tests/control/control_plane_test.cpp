@@ -139,6 +139,19 @@ TEST_F(ControlPlaneTest, AbortPublishedRightAfterStartupReachesEverySubscriber) 
     auto timeout = coordinator->wait_for_subscribers(6, Duration(1));
     ASSERT_FALSE(timeout.has_value());
     EXPECT_EQ(timeout.error().code, ErrorCode::deadline_exceeded);
+
+    // A subscriber that leaves and one that takes its place: the total received only grows
+    // (supervision waits for a restarted stage's subscription this way).
+    EXPECT_EQ(coordinator->subscriptions_received(), 5u);
+    stages.back()->stop();
+    stages.back() = make();
+    ASSERT_TRUE(stages.back()->subscribe(ipc("abort.sock"), inboxes.back()->handler()).has_value());
+    ASSERT_TRUE(stages.back()->start().has_value());
+    auto deadline = std::chrono::steady_clock::now() + kHangGuard;
+    while (coordinator->subscriptions_received() < 6u &&
+           std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));  // hang-guarded poll
+    EXPECT_EQ(coordinator->subscriptions_received(), 6u);
 }
 
 TEST_F(ControlPlaneTest, MalformedAndOversizedMessagesAreDroppedAndCounted) {

@@ -261,9 +261,12 @@ function checkWorkload(manifest, object, context, problems) {
         problems.push(`${c}: no containerPort is the server's --port ${port}`);
     }
 
-    // Probes: GET /health on the server's port.
-    if (!routes.has("/health")) problems.push("src/serve/api: no GET /health route any more");
-    for (const kind of ["startupProbe", "readinessProbe", "livenessProbe"]) {
+    // Probes: GET /health on the server's port; liveness GET /health/live, which stays 200 while
+    // a stage process is being restarted (docs/deploy.md).
+    const probePaths = {startupProbe: "/health", readinessProbe: "/health",
+                        livenessProbe: "/health/live"};
+    for (const [kind, expected] of Object.entries(probePaths)) {
+        if (!routes.has(expected)) problems.push(`src/serve/api: no GET ${expected} route any more`);
         const probe = container[kind];
         if (!probe) {
             problems.push(`${c}: no ${kind}`);
@@ -271,12 +274,12 @@ function checkWorkload(manifest, object, context, problems) {
         }
         const get = probe.httpGet;
         if (!get) {
-            problems.push(`${c}: ${kind} must be an httpGet of /health`);
+            problems.push(`${c}: ${kind} must be an httpGet of ${expected}`);
             continue;
         }
-        if (get.path !== "/health") {
+        if (get.path !== expected) {
             problems.push(`${c}: ${kind}.httpGet.path is ${JSON.stringify(get.path)}; the ` +
-                          "server's health endpoint is /health" +
+                          `server's endpoint for it is ${expected}` +
                           (routes.has(get.path) ? "" : ` (${get.path} is no route of the server)`));
         }
         if (resolvePort(get.port, container) !== port) {

@@ -112,6 +112,10 @@ test("fails on a wrong probe path", () => {
     expectProblem(mutated("multi-node/statefulset.yaml",
                           (s) => { container(s).livenessProbe.httpGet.path = "/ready"; }),
                   /livenessProbe\.httpGet\.path is "\/ready"/);
+    // Liveness on /health would kill the pod in the middle of a stage restart.
+    expectProblem(mutated("single-node/deployment.yaml",
+                          (d) => { container(d).livenessProbe.httpGet.path = "/health"; }),
+                  /livenessProbe\.httpGet\.path is "\/health"; the server's endpoint for it is \/health\/live/);
 });
 
 test("fails on a probe port that is not the server's", () => {

@@ -195,7 +195,12 @@ TEST_F(CoordinatorFailureTest, MarkStagesDownFailsLiveRequestsAndRejectsNewOnes)
     auto refused = coordinator.start_request("new", make_request(1), {}, log.callback());
     ASSERT_FALSE(refused.has_value());
     EXPECT_EQ(refused.error().code, ErrorCode::unavailable);
-    EXPECT_NE(refused.error().message.find("stage 'b' is down"), std::string::npos);
+    EXPECT_NE(refused.error().message.find("stage 'b' failed: process exited with signal 9"),
+              std::string::npos)
+        << refused.error().message;
+    EXPECT_EQ(health.stages[1].state, StageState::failed);
+    EXPECT_EQ(health.stages[1].restarts, 0);
+    EXPECT_NE(health.reason.find("stage 'b' failed"), std::string::npos) << health.reason;
     // A heartbeat from the dead stage's successor does not revive the pipeline (fail fast).
     ASSERT_TRUE(stages_.at("b")->heartbeat().has_value());
     EXPECT_FALSE(coordinator.health().healthy);

@@ -192,10 +192,11 @@ INSTANTIATE_TEST_SUITE_P(Layouts, PipelineFailures,
                                            Layout{Placement::processes, false, "ChildProcesses"}),
                          [](const auto& info) { return info.param.name; });
 
-TEST(PipelineSupervision, ACrashedStageFailsItsRequestsAndThePipelineReportsUnhealthy) {
+TEST(PipelineSupervision, WithoutRestartsACrashedStageFailsItsRequestsForGood) {
     auto started = start_pipeline(R"(
 name: crash
 model_path: none
+restart: {max_restarts: 0}
 stages:
   - {name: front, process: front, factory: test.identity, next: crasher}
   - {name: crasher, process: back, factory: test.crash, next: last}
@@ -215,10 +216,16 @@ stages:
     EXPECT_NE(crashed.error().message.find("crasher"), std::string::npos)
         << crashed.error().message;
     EXPECT_NE(crashed.error().message.find("77"), std::string::npos) << crashed.error().message;
-    EXPECT_FALSE(pipeline->health().healthy);
+    auto health = pipeline->health();
+    EXPECT_FALSE(health.healthy);
+    EXPECT_EQ(health.reason,
+              "stage 'crasher' failed: process 'back' exited with code 77; not restarted "
+              "(restart.max_restarts is 0)");
     auto rejected = pipeline->submit("after-crash", OmniRequest{});
     ASSERT_FALSE(rejected.has_value());
     EXPECT_EQ(rejected.error().code, ErrorCode::unavailable);
+    EXPECT_NE(rejected.error().message.find(health.reason), std::string::npos)
+        << rejected.error().message;
 
     std::string runtime_dir = pipeline->plan().runtime_dir;
     auto pids = pipeline->process_ids();

@@ -1,6 +1,7 @@
 // A pipeline whose relay is the c10d gloo backend: one process group over the stage processes,
 // loaded on demand from the c10d plugin.
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include "pipeline_harness.h"
 #include "testing/test_stages.h"
@@ -34,6 +35,33 @@ TEST(GlooRelayPipeline, MovesTensorsBetweenStageProcesses) {
     }
     std::string runtime_dir = (*started)->plan().runtime_dir;
     (*started)->stop();
+    EXPECT_EQ(count_instance_segments(runtime_dir), 0);
+}
+
+TEST(GlooRelayPipeline, ADeadProcessIsNotRestartedItsStagesFailWithTheReason) {
+    // A gloo world is fixed at start: a new process cannot join it, so supervision does not try.
+    auto started = start_pipeline(kGlooPipeline, Layout{runner::Placement::processes, false, "g"});
+    ASSERT_TRUE(started.has_value()) << started.error().to_string();
+    auto& pipeline = **started;
+    auto pids = pipeline.process_ids();
+    ASSERT_EQ(::kill(pids.at("b"), SIGKILL), 0);
+    ASSERT_TRUE(eventually([&] {
+        for (const auto& stage : pipeline.health().stages) {
+            if (stage.stage == "pass") return stage.state == pipeline::StageState::failed;
+        }
+        return false;
+    }));
+    auto health = pipeline.health();
+    EXPECT_FALSE(health.live);
+    EXPECT_NE(health.reason.find("stage 'pass' failed: process 'b' killed by signal 9"),
+              std::string::npos)
+        << health.reason;
+    EXPECT_NE(health.reason.find("not restarted: relay_backend 'gloo'"), std::string::npos)
+        << health.reason;
+    EXPECT_EQ(pipeline.process_ids().at("b"), pids.at("b"));  // nothing was started again
+    std::string runtime_dir = pipeline.plan().runtime_dir;
+    pipeline.stop();
+    for (const auto& [name, pid] : pids) EXPECT_FALSE(process_alive(pid)) << name;
     EXPECT_EQ(count_instance_segments(runtime_dir), 0);
 }
 

@@ -2,6 +2,7 @@
 // ApiServer: the OpenAI-compatible HTTP front end of a running pipeline (docs/serve.md).
 //
 //   GET  /health                 200 / 503 with per-stage state
+//   GET  /health/live            200 unless a stage failed for good (liveness probes)
 //   GET  /v1/models              the served model
 //   POST /v1/chat/completions    text and audio, streaming (SSE) or not
 //   POST /v1/completions         text completions of a prompt (string or token ids)

@@ -1,5 +1,5 @@
-// GET /health, GET /v1/models, GET /v1/audio/voices, GET /metrics, POST /start_profile,
-// POST /stop_profile.
+// GET /health, GET /health/live, GET /v1/models, GET /v1/audio/voices, GET /metrics, POST
+// /start_profile, POST /stop_profile.
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
@@ -25,6 +25,8 @@ void health(ApiState& state, std::shared_ptr<http::HttpExchange> http) {
     for (const auto& stage : report.stages) {
         json entry = {{"name", stage.stage},
                       {"alive", stage.alive},
+                      {"state", std::string(pipeline::to_string(stage.state))},
+                      {"restarts", stage.restarts},
                       {"queue_depth", stage.queue_depth},
                       {"active_requests", stage.active_requests},
                       {"processed", stage.processed},
@@ -36,7 +38,20 @@ void health(ApiState& state, std::shared_ptr<http::HttpExchange> http) {
                  {"model", state.options.model_name},
                  {"stages", std::move(stages)},
                  {"requests", report.requests_by_state}};
+    if (!report.healthy) body["reason"] = report.reason;
     exchange.respond_json(report.healthy ? 200 : 503,
+                          body.dump(-1, ' ', false, json::error_handler_t::replace));
+}
+
+// For liveness probes: 200 while the pipeline runs and supervision is not out of options (a
+// stage that is restarting is live), 503 with the reason once a stage failed for good or stopped
+// sending heartbeats, or the pipeline stopped.
+void live(ApiState& state, std::shared_ptr<http::HttpExchange> http) {
+    Exchange exchange(state, std::move(http), "/health/live");
+    auto report = state.client.health();
+    json body = {{"status", report.live ? "live" : "failed"}};
+    if (!report.healthy) body["reason"] = report.reason;
+    exchange.respond_json(report.live ? 200 : 503,
                           body.dump(-1, ' ', false, json::error_handler_t::replace));
 }
 
@@ -99,6 +114,8 @@ Status add_info_routes(ApiState& state) {
     ApiState* s = &state;
     OMNI_RETURN_IF_ERROR(
         state.http->add_route("GET", "/health", [s](auto http) { health(*s, std::move(http)); }));
+    OMNI_RETURN_IF_ERROR(state.http->add_route("GET", "/health/live",
+                                               [s](auto http) { live(*s, std::move(http)); }));
     OMNI_RETURN_IF_ERROR(state.http->add_route("GET", "/v1/models",
                                                [s](auto http) { models(*s, std::move(http)); }));
     OMNI_RETURN_IF_ERROR(state.http->add_route("GET", "/v1/audio/voices",

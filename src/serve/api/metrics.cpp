@@ -140,6 +140,23 @@ std::string ServerMetrics::render(const pipeline::HealthReport& health) const {
         sample(out, "omnirt_stage_alive", "stage=\"" + label_value(stage.stage) + "\"",
                stage.alive ? 1 : 0);
     }
+    header(out, "omnirt_stage_state", "gauge",
+           "1 for the stage's supervision state (running, restarting, failed), 0 for the others.");
+    for (const auto& stage : health.stages) {
+        for (auto state : {pipeline::StageState::running, pipeline::StageState::restarting,
+                           pipeline::StageState::failed}) {
+            sample(out, "omnirt_stage_state",
+                   "stage=\"" + label_value(stage.stage) + "\",state=\"" +
+                       std::string(pipeline::to_string(state)) + "\"",
+                   stage.state == state ? 1 : 0);
+        }
+    }
+    header(out, "omnirt_stage_restarts_total", "counter",
+           "Restarts of the stage's process that supervision scheduled.");
+    for (const auto& stage : health.stages) {
+        sample(out, "omnirt_stage_restarts_total", "stage=\"" + label_value(stage.stage) + "\"",
+               static_cast<double>(stage.restarts));
+    }
     header(out, "omnirt_stage_queue_depth", "gauge", "Work queued in the stage's scheduler.");
     for (const auto& stage : health.stages) {
         sample(out, "omnirt_stage_queue_depth", "stage=\"" + label_value(stage.stage) + "\"",

@@ -4,6 +4,7 @@
 #include "serve/api/api_server.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <nlohmann/json.hpp>
 
 #include <fstream>
@@ -48,9 +49,9 @@ std::string chat_body(const std::string& text, json extra = json::object()) {
 
 class ApiServerTest : public ::testing::Test {
   protected:
-    void start(ApiServerOptions options = {}, std::string yaml = "") {
+    void start(ApiServerOptions options = {}, std::string yaml = "", Layout layout = {}) {
         if (yaml.empty()) yaml = read_file(source_path("configs/demo.yaml"));
-        auto pipeline = start_pipeline(yaml, Layout{});
+        auto pipeline = start_pipeline(yaml, layout);
         ASSERT_TRUE(pipeline.has_value()) << pipeline.error().to_string();
         pipeline_ = std::move(*pipeline);
         client_ = std::make_unique<client::Client>(pipeline_->coordinator());
@@ -197,6 +198,10 @@ TEST_F(ApiServerTest, AuthModelAndRouteErrorsHaveTheOpenAIShape) {
     EXPECT_EQ(health->status, 200);
     EXPECT_EQ(json::parse(health->body)["status"], "ok");
     EXPECT_EQ(json::parse(health->body)["stages"].size(), 3u);
+    auto live = call(get("/health/live"));
+    ASSERT_TRUE(live);
+    EXPECT_EQ(live->status, 200);
+    EXPECT_EQ(live->body, R"({"status":"live"})");
 }
 
 TEST_F(ApiServerTest, VoicesListTheOptionsVoicesBehindTheKey) {
@@ -377,6 +382,58 @@ TEST_F(ApiServerTest, AStoppedPipelineMakesRequestsAndHealth503) {
     ASSERT_TRUE(health);
     EXPECT_EQ(health->status, 503);
     EXPECT_EQ(json::parse(health->body)["status"], "unhealthy");
+    auto live = call(get("/health/live"));
+    ASSERT_TRUE(live);
+    EXPECT_EQ(live->status, 503);
+    EXPECT_EQ(json::parse(live->body)["status"], "failed");
+    EXPECT_EQ(json::parse(live->body)["reason"], "coordinator stopped");
+}
+
+TEST_F(ApiServerTest, HealthAndMetricsShowARestartingStage) {
+    // An hour of back-off: the talker stays `restarting` while the test looks.
+    std::string yaml = read_file(source_path("configs/demo.yaml")) +
+                       "\nrestart: {backoff_initial_ms: 3600000, backoff_max_ms: 3600000}\n";
+    start({}, yaml, Layout{runner::Placement::processes, false, "processes"});
+    ASSERT_EQ(::kill(pipeline_->process_ids().at("talker"), SIGKILL), 0);
+    ASSERT_TRUE(eventually([&] {
+        for (const auto& stage : pipeline_->health().stages) {
+            if (stage.stage == "talker") return stage.state == pipeline::StageState::restarting;
+        }
+        return false;
+    }));
+
+    auto health = call(get("/health"));
+    ASSERT_TRUE(health);
+    EXPECT_EQ(health->status, 503);
+    auto body = json::parse(health->body);
+    EXPECT_EQ(body["status"], "unhealthy");
+    EXPECT_NE(body["reason"].get<std::string>().find("stage 'talker' is restarting"),
+              std::string::npos)
+        << health->body;
+    for (const auto& stage : body["stages"]) {
+        bool talker = stage["name"] == "talker";
+        EXPECT_EQ(stage["state"], talker ? "restarting" : "running") << health->body;
+        EXPECT_EQ(stage["restarts"], talker ? 1 : 0) << health->body;
+    }
+    // Being healed: live for a liveness probe.
+    auto live = call(get("/health/live"));
+    ASSERT_TRUE(live);
+    EXPECT_EQ(live->status, 200) << live->body;
+    EXPECT_EQ(json::parse(live->body)["status"], "live");
+    auto metrics = call(get("/metrics"));
+    ASSERT_TRUE(metrics);
+    EXPECT_NE(metrics->body.find("# TYPE omnirt_stage_restarts_total counter"), std::string::npos);
+    EXPECT_NE(metrics->body.find("omnirt_stage_restarts_total{stage=\"talker\"} 1"),
+              std::string::npos)
+        << metrics->body;
+    EXPECT_NE(metrics->body.find("omnirt_stage_state{stage=\"talker\",state=\"restarting\"} 1"),
+              std::string::npos);
+    EXPECT_NE(metrics->body.find("omnirt_stage_state{stage=\"thinker\",state=\"running\"} 1"),
+              std::string::npos);
+    // A text answer never passes through the talker: it is served meanwhile.
+    auto text = call(post("/v1/chat/completions", chat_body("still here")));
+    ASSERT_TRUE(text);
+    EXPECT_EQ(text->status, 200) << text->body;
 }
 
 TEST_F(ApiServerTest, MetricsCountRequestsAndLatencies) {
