@@ -175,6 +175,7 @@ TEST_F(CoordinatorStreamTest, AConsumerThatFallsBehindFailsTheRequest) {
 TEST_F(CoordinatorStreamTest, ACallbackMayAbortItsOwnRequest) {
     auto& coordinator = start(options({"a"}, {"a"}));
     auto& a = add_stage("a");
+    wait_for_stages();  // the abort is broadcast: "a" must have joined before it is sent
     EventLog log;
     auto inner = log.callback();
     Coordinator* c = &coordinator;
