@@ -5,6 +5,8 @@
 #include <cstddef>
 #include <filesystem>
 #include <fstream>
+#include <memory>
+#include <span>
 #include <vector>
 
 #include "checkpoint/checkpoint.h"
@@ -12,6 +14,7 @@
 #include "media/fetch.h"
 #include "models/s2_pro/codec_encoder.h"
 #include "models/s2_pro/prompt.h"
+#include "models/s2_pro/reference_cache.h"
 #include "pipeline/simple_scheduler.h"
 #include "pipeline/stage_args.h"
 #include "torch_bridge/threads.h"
@@ -28,6 +31,7 @@ struct PreprocessSettings {
     std::shared_ptr<const CodecEncoder> encoder;
     PromptStyle style = PromptStyle::sglang;
     double max_reference_seconds = 60;
+    std::shared_ptr<ReferenceCache> cache;  // encoded clips by content
 };
 
 Error invalid(const std::string& where, const std::string& message) {
@@ -153,10 +157,18 @@ Result<CodeMatrix> reference_codes(const PreprocessSettings& settings, const Val
                (audio != nullptr && !audio->is_null()) || has_string(reference, "audio_path") ||
                has_string(reference, "audio_url")) {
         OMNI_TRY(at::Tensor samples, reference_audio(settings, reference, where));
+        const ReferenceCache::Key key = ReferenceCache::key_of(
+            std::span(samples.data_ptr<float>(), static_cast<std::size_t>(samples.numel())));
+        if (auto cached = settings.cache->find(key)) return *std::move(cached);
         auto encoded = settings.encoder->encode(samples);
         if (!encoded)
             return fail(encoded.error().with_context(std::string(kFactory) + ": " + where));
-        codes = encoded->select(0, 0);
+        codes = encoded->select(0, 0).to(at::kInt).contiguous();
+        CodeMatrix out{.codebooks = width, .frames = codes.size(1), .codes = {}};
+        out.codes.assign(codes.data_ptr<std::int32_t>(),
+                         codes.data_ptr<std::int32_t>() + codes.numel());
+        settings.cache->insert(key, out);
+        return out;
     } else {
         return CodeMatrix{.codebooks = width, .frames = 0, .codes = {}};
     }
@@ -221,6 +233,9 @@ Result<std::unique_ptr<pipeline::Scheduler>> make_preprocess_stage(
     }
     OMNI_TRY(settings->max_reference_seconds,
              pipeline::number_arg(context, "max_reference_seconds", 60.0));
+    OMNI_TRY(std::int64_t cache_entries,
+             pipeline::int_arg_in(context, who, "reference_cache_entries", 32, 0, 4096));
+    settings->cache = std::make_shared<ReferenceCache>(static_cast<std::size_t>(cache_entries));
     OMNI_TRY(std::int64_t num_threads,
              pipeline::int_arg_in(context, who, "num_threads", 0, 0, 1024));
     torch_bridge::set_intra_op_threads(num_threads);
