@@ -21,7 +21,7 @@
 #include "cli/tokenize_command.h"
 
 int main(int argc, char** argv) {
-    omnirt::cli::choose_openblas_kernels(argv);  // may re-execute this binary (openblas_core.h)
+    omnirt::cli::choose_openblas_kernels();  // before any plugin loads libtorch (openblas_core.h)
     // Logs go to stderr: stdout carries command output (JSON, tables).
     // (Unnamed, so a command may register a logger under any name, e.g. its process name.)
     spdlog::set_default_logger(std::make_shared<spdlog::logger>(

@@ -7,12 +7,11 @@
 // binary, when a model plugin brings libtorch in (dlopen), after main() began. So, first thing in
 // main() and unless the user set OPENBLAS_CORETYPE, this sets it to the best kernels the CPU's
 // instructions allow (SkylakeX for AVX-512 F/BW/DQ/VL, Haswell for AVX2 and FMA); stage processes
-// inherit it. Should OpenBLAS be loaded already and have fallen back to Prescott, the binary
-// re-executes itself with the same arguments (same pid; a failed exec is ignored and the process
-// goes on with the slow kernels). A .preinit_array function cannot do it: the C library resets
-// the environment after those run.
+// inherit it. (A binary that linked libtorch directly would load OpenBLAS before main() and not
+// see it; omnirt does not. A .preinit_array function cannot help: the C library resets the
+// environment after those run.)
 namespace omnirt::cli {
 
-void choose_openblas_kernels(char** argv);
+void choose_openblas_kernels();
 
 }  // namespace omnirt::cli
