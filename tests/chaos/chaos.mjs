@@ -1,6 +1,7 @@
 // The chaos suite (issue 21): `omnirt serve --demo` under steady load while stage processes are
-// killed (SIGKILL) or frozen (SIGSTOP, then SIGCONT), clients disconnect mid-stream and read
-// slowly. Then it checks what must hold whatever happened:
+// killed (SIGKILL) or frozen (SIGSTOP, then SIGCONT), killed while a streamed request's payloads
+// move between them (a relay peer gone mid-transfer), clients disconnect mid-stream and read
+// slowly (a full /dev/shm: tests/chaos/shm_full.mjs). Then it checks what must hold whatever happened:
 //
 //   - no request lost: each ended with its full answer, an error the client can read, or the
 //     client's own disconnect (tests/chaos/load.mjs);
@@ -112,6 +113,29 @@ const injector = (async () => {
         const stages = (await descendants(serverPid)).filter((pid) => pid !== serverPid);
         if (stages.length === 0) continue;
         const pid = stages[Math.floor(random() * stages.length)];
+        if (random() < 0.25) {
+            // A relay peer gone mid-transfer: a stage process killed at the first audio chunk of
+            // a streamed audio chat, while its payloads are moving between the stages.
+            let fault = 'SIGKILL mid-transfer: no audio came';
+            const result = await runRequest(origin, 'chat_audio_stream', random, {
+                tokenDelayMs: 100,
+                onAudio: () => {
+                    try {
+                        process.kill(pid, 'SIGKILL');
+                        fault = 'SIGKILL mid-transfer';
+                    } catch (error) {
+                        fault = `SIGKILL mid-transfer failed: ${error.code}`;
+                    }
+                },
+            });
+            faults.push({ at: Date.now(), pid, fault });
+            counts[`mid_transfer.${result.outcome}`] = (counts[`mid_transfer.${result.outcome}`] ?? 0) + 1;
+            if (result.outcome === 'lost') {
+                counts.lost = (counts.lost ?? 0) + 1;
+                if (lostSamples.length < 10) lostSamples.push(result);
+            }
+            continue;
+        }
         const freeze = random() < 0.4;
         try {
             if (freeze) {
@@ -179,6 +203,7 @@ const report = {
     seconds, concurrency, seed: Number(options.seed), counts, faults: faults.length,
     sigkill: faults.filter((f) => f.fault === 'SIGKILL').length,
     sigstop: faults.filter((f) => f.fault.startsWith('SIGSTOP 1.5')).length,
+    sigkill_mid_transfer: faults.filter((f) => f.fault === 'SIGKILL mid-transfer').length,
     heal_ms: healed.ok ? healMs : null,
     baseline: baseline.server, after: after.server, processes_seen: seenPids.size,
     failures,

@@ -57,8 +57,11 @@ async function errorOutcome(response, kind) {
     return { outcome: 'lost', kind, why: `HTTP ${response.status} without an error body: ${text.slice(0, 200)}` };
 }
 
-// One request of `kind`; never throws. `guardMs`: the hang guard.
-export async function runRequest(origin, kind, random, { guardMs = 30_000 } = {}) {
+// One request of `kind`; never throws. `guardMs`: the hang guard. `onAudio`: called once, at the
+// first audio chunk of a chat_audio_stream (while its payloads are moving between the stages).
+// `tokenDelayMs`: the thinker's delay per token (the demo's `token_delay_ms`), to slow a stream.
+export async function runRequest(origin, kind, random,
+                                 { guardMs = 30_000, onAudio = null, tokenDelayMs = 0 } = {}) {
     const input = words(random, 3 + Math.floor(random() * 6));
     const expected = `You said: ${input}.`;
     const controller = new AbortController();
@@ -90,7 +93,8 @@ export async function runRequest(origin, kind, random, { guardMs = 30_000 } = {}
         const response = await post('/v1/chat/completions', {
             model: kModel, messages, stream: true,
             ...(audio ? { modalities: ['text', 'audio'], audio: { voice: 'alloy', format: 'pcm16' } } : {}),
-            ...(kind === 'slow_reader' ? { stage_params: { thinker: { token_delay_ms: 20 } } } : {}),
+            ...(kind === 'slow_reader' || tokenDelayMs > 0
+                ? { stage_params: { thinker: { token_delay_ms: tokenDelayMs || 20 } } } : {}),
         });
         if (!response.ok) return await errorOutcome(response, kind);
         let text = '';
@@ -109,6 +113,10 @@ export async function runRequest(origin, kind, random, { guardMs = 30_000 } = {}
             }
             events += 1;
             const delta = event.choices?.[0]?.delta ?? {};
+            if (onAudio !== null && delta.audio?.data) {
+                onAudio();
+                onAudio = null;
+            }
             text += delta.content ?? delta.audio?.transcript ?? '';
             return !(kind === 'disconnect' && events >= 1);
         }, { pauseMs: kind === 'slow_reader' ? 150 : 0 });

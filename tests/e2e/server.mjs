@@ -38,12 +38,16 @@ process.on('exit', () => {
 //   pipeline: 'demo' (default) adds --demo unless args name a --config; 'default' serves what
 //     `omnirt serve` runs without arguments (Qwen3 chat on the generated tiny checkpoint).
 //   stopTimeoutMs: how long stop() waits after SIGTERM before it kills the server and fails.
+//   wrapper: a command that runs the server as its last arguments and must exec it in place
+//     (the server keeps the spawned pid), e.g. unshare with a private /dev/shm (tests/chaos).
 export async function startServer({ args = [], startTimeoutMs = 60_000, stopTimeoutMs = 30_000,
-                                    env = {}, pipeline = 'demo' } = {}) {
+                                    env = {}, pipeline = 'demo', wrapper = [] } = {}) {
     const binary = omnirtBinary();
     const argv = ['serve', '--host', '127.0.0.1', '--port', '0', ...args];
     if (pipeline === 'demo' && !args.includes('--config')) argv.push('--demo');
-    const proc = spawn(binary, argv, {
+    const command = wrapper.length > 0 ? wrapper[0] : binary;
+    const commandArgs = wrapper.length > 0 ? [...wrapper.slice(1), binary, ...argv] : argv;
+    const proc = spawn(command, commandArgs, {
         cwd: repoRoot,
         env: { ...process.env, ...env },
         stdio: ['ignore', 'pipe', 'pipe'],

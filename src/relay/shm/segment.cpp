@@ -187,11 +187,11 @@ Result<std::shared_ptr<Segment>> Segment::create(const std::string& name, std::s
         return fail(code,
                     "cannot create shared-memory segment '" + name + "': " + errno_text(errno));
     }
-    auto remove = [&](ErrorCode code, const std::string& what) {
+    auto remove = [&](ErrorCode code, const std::string& what, const std::string& hint = "") {
         int error = errno;
         ::shm_unlink(name.c_str());
         return fail(code, "cannot " + what + " shared-memory segment '" + name + "' (" +
-                              std::to_string(bytes) + " bytes): " + errno_text(error));
+                              std::to_string(bytes) + " bytes): " + errno_text(error) + hint);
     };
     if (::ftruncate(fd.get(), static_cast<off_t>(bytes)) != 0) {
         return remove(ErrorCode::resource_exhausted, "size");
@@ -200,8 +200,8 @@ Result<std::shared_ptr<Segment>> Segment::create(const std::string& name, std::s
     int reserve = ::posix_fallocate(fd.get(), 0, static_cast<off_t>(bytes));
     if (reserve != 0) {
         errno = reserve;
-        return remove(ErrorCode::resource_exhausted,
-                      "reserve memory for (is " + std::string(kShmDirectory) + " full?)");
+        return remove(ErrorCode::resource_exhausted, "reserve the memory of",
+                      reserve == ENOSPC ? " (is " + std::string(kShmDirectory) + " full?)" : "");
     }
     auto data = map_fd(fd.get(), bytes, populate, name);
     if (!data) {
