@@ -1,0 +1,132 @@
+// omnirt-linear-bench: the decode-step linears of a Qwen3 shape through omnirt's small-batch
+// kernel (engine/cpu_linear.h) and through the library's at::linear (oneDNN for bfloat16,
+// OpenBLAS for float32), alternating matrix set by matrix set in one process so that both see the
+// same host. It tells where each path is faster, by row count (the batch of a decode step); the
+// row limit of the kernel (kSmallBatchMaxRows) and the streaming path's follow from it. A
+// benchmark, not a test (docs/benchmarks.md, issue 20).
+//
+//   omnirt-linear-bench [--dtype bfloat16|float32] [--shape 0.6b|8b] [--rows 1,4,8,16,32,64]
+//                       [--threads N] [--repeats N]
+//
+// Per row count: the median and best time of one pass over the set (every layer's q, k, v, o,
+// gate, up and down projections and the lm_head, as one decode step reads them), both paths,
+// their ratio, and the weight read rate of the faster.
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "engine/cpu_linear.h"
+
+namespace {
+
+struct Shape {
+    std::int64_t hidden, heads, kv_heads, head_dim, intermediate, layers, vocab;
+};
+
+Shape shape_named(const std::string& name) {
+    if (name == "8b") return {4096, 32, 8, 128, 12288, 36, 151936};
+    return {1024, 16, 8, 128, 3072, 28, 151936};  // Qwen3-0.6B
+}
+
+double median(std::vector<double> values) {
+    std::sort(values.begin(), values.end());
+    return values[values.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    CLI::App app{"Decode-step linears: omnirt's small-batch kernel against at::linear"};
+    std::string dtype_name = "bfloat16";
+    std::string shape_name = "0.6b";
+    std::vector<int> rows_list = {1, 2, 4, 8, 16, 32, 64};
+    int threads = 0;
+    int repeats = 7;
+    app.add_option("--dtype", dtype_name, "bfloat16 or float32")
+        ->check(CLI::IsMember({"bfloat16", "float32"}));
+    app.add_option("--shape", shape_name, "0.6b or 8b (Qwen3 shapes)")
+        ->check(CLI::IsMember({"0.6b", "8b"}));
+    app.add_option("--rows", rows_list, "Row counts (decode batch sizes), 1..64")
+        ->delimiter(',')
+        ->check(CLI::Range(1, 64));
+    app.add_option("--threads", threads, "ATen intra-op threads (default: as ATen chooses)")
+        ->check(CLI::Range(0, 1024));
+    app.add_option("--repeats", repeats, "Passes per path and row count (median and best)")
+        ->check(CLI::Range(1, 1000));
+    CLI11_PARSE(app, argc, argv);
+
+    const at::ScalarType dtype = dtype_name == "float32" ? at::kFloat : at::kBFloat16;
+    if (!omnirt::engine::cpu::small_batch_linear_supported(dtype)) {
+        std::fprintf(stderr,
+                     "omnirt-linear-bench: this CPU lacks the instructions of the %s "
+                     "kernel (engine/cpu_linear.h)\n",
+                     dtype_name.c_str());
+        return 1;
+    }
+    if (threads > 0) at::set_num_threads(threads);
+    const Shape s = shape_named(shape_name);
+    at::manual_seed(0);
+    std::vector<at::Tensor> weights;
+    double bytes = 0;
+    auto add = [&](std::int64_t out, std::int64_t in) {
+        weights.push_back((at::randn({out, in}) * 0.02).to(dtype));
+        bytes += static_cast<double>(weights.back().nbytes());
+    };
+    for (std::int64_t layer = 0; layer < s.layers; ++layer) {
+        add(s.heads * s.head_dim, s.hidden);
+        add(s.kv_heads * s.head_dim, s.hidden);
+        add(s.kv_heads * s.head_dim, s.hidden);
+        add(s.hidden, s.heads * s.head_dim);
+        add(s.intermediate, s.hidden);
+        add(s.intermediate, s.hidden);
+        add(s.hidden, s.intermediate);
+    }
+    add(s.vocab, s.hidden);
+    const std::int64_t widest = std::max(s.intermediate, s.heads * s.head_dim);
+    std::printf(
+        "%s, Qwen3 %s decode-step linears: %zu matrices, %.2f GB; %d threads; "
+        "%d alternating passes each\n",
+        dtype_name.c_str(), shape_name.c_str(), weights.size(), bytes / 1e9, at::get_num_threads(),
+        repeats);
+    std::printf("%5s %12s %12s %12s %12s %8s %8s\n", "rows", "omnirt ms", "best", "at::linear",
+                "best", "ratio", "GB/s");
+    for (int rows : rows_list) {
+        const at::Tensor x = (at::randn({rows, widest}) * 0.5).to(dtype);
+        std::vector<double> ours;
+        std::vector<double> library;
+        for (int repeat = 0; repeat < repeats; ++repeat) {
+            for (int path = 0; path < 2; ++path) {
+                const auto start = std::chrono::steady_clock::now();
+                for (const at::Tensor& w : weights) {
+                    const at::Tensor input = x.narrow(1, 0, w.size(1));
+                    at::Tensor y = path == 0 ? omnirt::engine::cpu::small_batch_linear(input, w)
+                                             : at::linear(input, w);
+                    if (!y.defined()) {
+                        std::fprintf(stderr, "omnirt-linear-bench: the kernel declined %d rows\n",
+                                     rows);
+                        return 1;
+                    }
+                }
+                const double ms = std::chrono::duration<double, std::milli>(
+                                      std::chrono::steady_clock::now() - start)
+                                      .count();
+                (path == 0 ? ours : library).push_back(ms);
+            }
+        }
+        const double ours_ms = median(ours);
+        const double library_ms = median(library);
+        std::printf("%5d %12.1f %12.1f %12.1f %12.1f %7.2fx %8.1f\n", rows, ours_ms,
+                    *std::min_element(ours.begin(), ours.end()), library_ms,
+                    *std::min_element(library.begin(), library.end()), library_ms / ours_ms,
+                    bytes / std::min(ours_ms, library_ms) / 1e6);
+        std::fflush(stdout);
+    }
+    return 0;
+}
