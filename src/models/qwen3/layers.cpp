@@ -300,40 +300,40 @@ at::Tensor moe_mlp(const at::Tensor& x, const at::Tensor& router,
                    const std::vector<at::Tensor>& expert_gate_up,
                    const std::vector<at::Tensor>& expert_down, int top_k, bool norm_topk_prob) {
     const std::int64_t tokens = x.size(0);
+    const auto num_experts = static_cast<std::int64_t>(expert_gate_up.size());
     const ExpertRouting routing = route_tokens(x, router, top_k, norm_topk_prob);
-    // Bucket the (token, choice) pairs by expert on the host.
-    const at::Tensor chosen = routing.experts.to(at::kCPU).contiguous();
-    const std::int64_t* chosen_data = chosen.data_ptr<std::int64_t>();
-    const std::size_t num_experts = expert_gate_up.size();
-    std::vector<std::vector<std::int64_t>> expert_tokens(num_experts);
-    std::vector<std::vector<std::int64_t>> expert_choices(num_experts);
-    for (std::int64_t token = 0; token < tokens; ++token) {
-        for (std::int64_t k = 0; k < top_k; ++k) {
-            const std::int64_t choice = token * top_k + k;
-            const auto expert = static_cast<std::size_t>(chosen_data[choice]);
-            expert_tokens[expert].push_back(token);
-            expert_choices[expert].push_back(choice);
-        }
+    // Each token's choices in expert order, flattened token-major: [tokens * top_k].
+    auto [experts, rank] = routing.experts.sort(/*dim=*/1);
+    const at::Tensor flat_experts = experts.reshape({-1});
+    const at::Tensor flat_weights = routing.weights.gather(1, rank).reshape({-1});
+    // The choices grouped by expert (a stable sort keeps each group's tokens in order), on the
+    // device: one gather of the routed rows, and the group sizes are the only values the host
+    // reads (one synchronisation per layer on a GPU).
+    const at::Tensor order = std::get<1>(
+        flat_experts.sort(/*stable=*/c10::optional<bool>(true), /*dim=*/0, /*descending=*/false));
+    const at::Tensor routed_x = x.index_select(0, at::floor_divide(order, top_k));
+    const at::Tensor routed_weights = flat_weights.index_select(0, order).unsqueeze(1);
+    const at::Tensor counts = flat_experts.bincount({}, num_experts).to(at::kCPU);
+    const std::int64_t* count_data = counts.data_ptr<std::int64_t>();
+    std::vector<at::Tensor> outputs;
+    std::int64_t offset = 0;
+    for (std::int64_t expert = 0; expert < num_experts; ++expert) {
+        const std::int64_t count = count_data[expert];
+        if (count == 0) continue;
+        const auto e = static_cast<std::size_t>(expert);
+        outputs.push_back(
+            swiglu_mlp(routed_x.narrow(0, offset, count), expert_gate_up[e], expert_down[e])
+                .mul_(routed_weights.narrow(0, offset, count)));
+        offset += count;
     }
-    const at::Tensor flat_weights = routing.weights.reshape({-1});
+    // Back to token-major order (every row written once), then each token's experts summed in
+    // expert index order, as transformers accumulates them: the same additions, in the same
+    // order and dtype, as one expert at a time.
+    at::Tensor per_choice = at::empty({tokens * top_k, x.size(1)}, x.options());
+    per_choice.index_copy_(0, order, at::cat(outputs));
+    const at::Tensor choices = per_choice.view({tokens, top_k, x.size(1)});
     at::Tensor out = at::zeros_like(x);
-    // Experts in index order, as transformers accumulates them.
-    for (std::size_t expert = 0; expert < num_experts; ++expert) {
-        const std::vector<std::int64_t>& routed = expert_tokens[expert];
-        if (routed.empty()) continue;
-        const at::Tensor choices =
-            at::tensor(expert_choices[expert], at::kLong).to(flat_weights.device());
-        const at::Tensor weights = flat_weights.index_select(0, choices).unsqueeze(1);
-        // A token picks an expert at most once, so all tokens means exactly 0..tokens-1.
-        if (static_cast<std::int64_t>(routed.size()) == tokens) {
-            out.add_(swiglu_mlp(x, expert_gate_up[expert], expert_down[expert]).mul_(weights));
-            continue;
-        }
-        const at::Tensor token_index = at::tensor(routed, at::kLong).to(x.device());
-        at::Tensor expert_out =
-            swiglu_mlp(x.index_select(0, token_index), expert_gate_up[expert], expert_down[expert]);
-        out.index_add_(0, token_index, expert_out.mul_(weights));
-    }
+    for (std::int64_t k = 0; k < top_k; ++k) out.add_(choices.select(1, k));
     return out;
 }
 
