@@ -122,6 +122,7 @@ Result<std::unique_ptr<Stage>> Stage::create(StageOptions options,
         state->ranks.emplace(other.name, other.relay.rank);
         const bool target =
             state->next.contains(other.name) || state->stream_to.contains(other.name);
+        if (other.replicas > 1) state->carries_routes = true;
         if (other.replicas > 1 && target) {
             state->replica_endpoints.emplace(other.name, other.replica_endpoints);
         }
@@ -333,7 +334,7 @@ Result<std::string> Stage::State::endpoint_of(const std::string& target,
 }
 
 void Stage::State::record_routes(const std::string& request_id, const StagePayload& payload) {
-    if (replica_endpoints.empty()) return;
+    if (!carries_routes) return;
     std::map<std::string, int> routes = replica_routes(payload.request.metadata);
     if (routes.empty()) return;
     std::lock_guard lock(book_mutex);
@@ -342,9 +343,24 @@ void Stage::State::record_routes(const std::string& request_id, const StagePaylo
 }
 
 void Stage::State::forget_routes(const std::string& request_id) {
-    if (replica_endpoints.empty()) return;
+    if (!carries_routes) return;
     std::lock_guard lock(book_mutex);
     book.routes.erase(request_id);
+}
+
+std::shared_ptr<const StagePayload> Stage::State::with_routes(
+    std::shared_ptr<const StagePayload> payload) const {
+    if (!carries_routes || !replica_routes(payload->request.metadata).empty()) return payload;
+    std::map<std::string, int> routes;
+    {
+        std::lock_guard lock(book_mutex);
+        auto it = book.routes.find(payload->request_id);
+        if (it == book.routes.end()) return payload;
+        routes = it->second;
+    }
+    StagePayload copy = *payload;
+    if (!set_replica_routes(copy.request, routes)) return payload;  // metadata is no map
+    return std::make_shared<const StagePayload>(std::move(copy));
 }
 
 void Stage::State::drop_request(const std::string& request_id) {

@@ -162,7 +162,8 @@ struct Stage::State {
     std::map<std::string, std::int64_t> ranks;     // stage -> relay rank
     // Replicated targets: stage -> the endpoint of each replica.
     std::map<std::string, std::vector<std::string>> replica_endpoints;
-    std::string instance;  // the name in heartbeats: the stage's, or "{stage}.r{replica}"
+    std::string instance;         // the name in heartbeats: the stage's, or "{stage}.r{replica}"
+    bool carries_routes = false;  // some stage of the plan has replicas: keep requests' routes
     Stage* self = nullptr;
 
     // --- set by start() ---
@@ -224,6 +225,10 @@ struct Stage::State {
                                                   const std::string& request_id) const;
     void record_routes(const std::string& request_id, const StagePayload& payload);
     void forget_routes(const std::string& request_id);
+    // `payload` with the request's routes in its metadata: a compute function or projection
+    // that built a new request must not lose them for the stages downstream.
+    [[nodiscard]] std::shared_ptr<const StagePayload> with_routes(
+        std::shared_ptr<const StagePayload> payload) const;
 
     // --- stage_input.cpp: events (stage thread, or the delivering thread) ---
     // Any thread. Handles `event` at once when it may (see above), else queues it for the stage

@@ -235,6 +235,7 @@ void Stage::State::on_result(const std::string& request_id,
 bool Stage::State::send_payload(const std::string& target,
                                 std::shared_ptr<const StagePayload> payload) {
     const std::string request_id = payload->request_id;
+    payload = with_routes(std::move(payload));
     // Counted before the hand-off: the target may finish the request inside send_payload, and
     // whoever sees it finished must see it counted.
     if (options.local != nullptr) {
