@@ -59,7 +59,9 @@ void validate_replicas(const PipelineConfig& config, std::vector<Diagnostic>& ou
         if (group == groups.end()) continue;  // TP or no process: reported elsewhere
         auto [first, inserted] = first_of_group.emplace(group->second, i);
         const StageConfig& other = config.stages[first->second];
-        if (!inserted && other.replicas != stage.replicas) {
+        auto in_range = [](int n) { return n >= 1 && n <= kMaxReplicas; };
+        if (!inserted && other.replicas != stage.replicas && in_range(other.replicas) &&
+            in_range(stage.replicas)) {
             report(config, i, "replicas",
                    "stage '" + stage.name + "' has replicas " + std::to_string(stage.replicas) +
                        " but stage '" + other.name + "' in the same process group '" +

@@ -32,6 +32,10 @@ TEST(Replicas, HostileValuesAreErrors) {
                                    "'replicas' must be in 1..64, got " + value))
             << value;
     }
+    // An out-of-range count is reported once, not again as a disagreement within its group.
+    auto grouped = PipelineText::linear().set("c", "process", "pb").set("b", "replicas", "0");
+    auto grouped_report = load_report(grouped.text());
+    EXPECT_EQ(grouped_report.diagnostics.size(), 1u) << testing::dump(grouped_report);
     auto huge = PipelineText::linear().set("b", "replicas", "99999999999999999999");
     EXPECT_FALSE(load_report(huge.text()).ok());
     auto wide = PipelineText::linear().set("b", "replicas", "4294967297");
