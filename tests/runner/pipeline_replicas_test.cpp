@@ -11,6 +11,7 @@
 #include <mutex>
 #include <set>
 
+#include "core/registry.h"
 #include "pipeline_harness.h"
 
 namespace omnirt::testing {
@@ -381,6 +382,43 @@ TEST(PipelineReplicas, EncoderThinkerAndTalkerReplicasServeTheOmniShape) {
     }
     EXPECT_TRUE(eventually([&] { return all_stages_idle(pipeline); }, kHangGuard));
     expect_nothing_left(pipeline, pids_of(pipeline));
+}
+
+// A projection that builds a new request (as a model stage's compute might): the payload it
+// returns has no metadata, so no routes; the sender puts the request's routes back.
+TEST(PipelineReplicas, RoutesSurviveAStageThatBuildsANewRequest) {
+    ASSERT_TRUE(
+        Registry::global()
+            .add_if_absent(FunctionKind::projection, "replicas_test.fresh_request",
+                           RegistryEntry{.callable = ProjectionFn(
+                                             [](const std::string&,
+                                                const StagePayload& in) -> Result<StagePayload> {
+                                                 return StagePayload{.request_id = in.request_id,
+                                                                     .request = OmniRequest{},
+                                                                     .data = in.data};
+                                             })})
+            .has_value());
+    auto started = start_pipeline(R"(
+name: fresh-request
+model_path: none
+stages:
+  - {name: front, process: a, factory: test.identity, next: plain,
+     project_payload: {plain: replicas_test.fresh_request}}
+  - {name: plain, process: b, factory: test.identity, next: mid}
+  - {name: mid, process: c, replicas: 2, factory: test.identity, next: last}
+  - {name: last, process: a, factory: test.identity, terminal: true}
+)",
+                                  Layout{Placement::in_process, false, "in"});
+    ASSERT_TRUE(started.has_value()) << started.error().to_string();
+    auto& pipeline = **started;
+    for (int i = 0; i < 4; ++i) {
+        auto result =
+            pipeline.submit("fresh-" + std::to_string(i), OmniRequest{.inputs = Map{{"i", i}}});
+        ASSERT_TRUE(result.has_value()) << result.error().to_string();
+        EXPECT_EQ(result->data, Value(Map{{"i", i}}));
+    }
+    EXPECT_EQ(processed_when(pipeline, "mid", 2, 4), (std::vector<std::int64_t>{2, 2}));
+    pipeline.stop();
 }
 
 TEST(PipelineReplicas, InProcessPlacementHostsEveryReplica) {
