@@ -114,10 +114,18 @@ std::string pipeline_bench_config(const PipelineBenchOptions& options) {
             out << "    factory_args: {bytes: " << options.payload_bytes
                 << ", dtype: uint8, reuse: true" << (inline_arg.empty() ? "" : ", ") << inline_arg
                 << "}\n";
-        } else {
-            out << "    factory: " << (i + 1 == options.stages ? "test.sink" : "test.identity")
-                << "\n";
+        } else if (i + 1 == options.stages) {
+            out << "    factory: test.sink\n";
             if (!inline_arg.empty()) out << "    factory_args: {" << inline_arg << "}\n";
+        } else {
+            if (options.stage_ms > 0) {
+                out << "    factory: test.sleep\n";
+                out << "    factory_args: {ms: " << options.stage_ms << ", worker_threads: 1}\n";
+            } else {
+                out << "    factory: test.identity\n";
+                if (!inline_arg.empty()) out << "    factory_args: {" << inline_arg << "}\n";
+            }
+            if (options.replicas > 1) out << "    replicas: " << options.replicas << "\n";
         }
         if (i + 1 == options.stages) {
             out << "    terminal: true\n";
@@ -133,6 +141,16 @@ Result<PipelineBenchReport> run_pipeline_bench(const PipelineBenchOptions& optio
     if (options.concurrency < 1 || options.requests < 1) {
         return fail(ErrorCode::invalid_argument, "--concurrency and --requests must be positive");
     }
+    if ((options.replicas != 1 || options.stage_ms != 0) && options.stages < 3) {
+        return fail(ErrorCode::invalid_argument,
+                    "--replicas and --stage-ms apply to the middle stages: --stages must be at "
+                    "least 3");
+    }
+    if (options.replicas != 1 && options.same_process) {
+        return fail(ErrorCode::invalid_argument,
+                    "--replicas needs the stages in separate processes (not --same-process)");
+    }
+    if (options.stage_ms < 0) return fail(ErrorCode::invalid_argument, "--stage-ms must be >= 0");
     // The bench pipeline is made of test stages: it opts in for itself and its stage processes.
     OMNI_RETURN_IF_ERROR(runner::enable_test_stages());
     OMNI_RETURN_IF_ERROR(runner::register_builtins());
@@ -166,12 +184,14 @@ std::string format_pipeline_table(const PipelineBenchReport& report) {
     const auto& o = report.options;
     char line[512];
     std::snprintf(line, sizeof line,
-                  "pipeline bench: %d stages (%s), payload %zu B, concurrency %d, relay %s\n"
+                  "pipeline bench: %d stages (%s), payload %zu B, concurrency %d, relay %s, "
+                  "middle stages: %s %d ms, %d replica(s)\n"
                   "%9s %7s %9s %9s %9s %12s\n%9d %7d %9.3f %9.3f %9.3f %12.0f\n",
                   o.stages, o.same_process ? "one process" : "separate processes", o.payload_bytes,
-                  o.concurrency, o.relay_backend.c_str(), "requests", "failed", "p50 ms", "p99 ms",
-                  "mean ms", "requests/s", report.measured, report.failed, report.p50_ms,
-                  report.p99_ms, report.mean_ms, report.requests_per_second);
+                  o.concurrency, o.relay_backend.c_str(), o.stage_ms > 0 ? "sleep" : "identity",
+                  o.stage_ms, o.replicas, "requests", "failed", "p50 ms", "p99 ms", "mean ms",
+                  "requests/s", report.measured, report.failed, report.p50_ms, report.p99_ms,
+                  report.mean_ms, report.requests_per_second);
     return line;
 }
 
@@ -183,6 +203,8 @@ std::string pipeline_report_json(const PipelineBenchReport& report) {
                            {"requests", o.requests},
                            {"same_process", o.same_process},
                            {"relay_backend", o.relay_backend},
+                           {"replicas", o.replicas},
+                           {"stage_ms", o.stage_ms},
                            {"measured", report.measured},
                            {"failed", report.failed},
                            {"p50_ms", report.p50_ms},

@@ -5,7 +5,9 @@
 // answers the coordinator with its size (test.sink). Stages run in separate processes (the
 // serving layout) unless --same-process puts them in one, where payloads pass by reference.
 // A closed loop keeps --concurrency requests in flight until --requests completed; the first
-// --warmup requests are not measured.
+// --warmup requests are not measured. --stage-ms makes the middle stages take that long per
+// request with one worker each, --replicas runs each middle stage as that many processes (the
+// scaling of a stage whose capacity is its replicas).
 #include <cstdint>
 #include <string>
 
@@ -23,6 +25,11 @@ struct PipelineBenchOptions {
     // The stages compute on the delivering thread while idle (factory arg inline_compute).
     bool inline_compute = false;
     std::string relay_backend = "shm";
+    // Replicas (docs/pipeline.md "Replicas"): every middle stage runs this many processes.
+    int replicas = 1;
+    // > 0: the middle stages are test.sleep stages of one worker that take this long per
+    // request (a stage of bounded capacity, like a model that serves one request at a time).
+    int stage_ms = 0;
     std::string omnirt_binary;  // for the stage processes; empty: this executable
 };
 

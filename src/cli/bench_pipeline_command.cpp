@@ -26,6 +26,11 @@ void add_bench_pipeline_command(CLI::App& bench, int& exit_code) {
     command->add_flag("--inline-compute", options->inline_compute,
                       "Stages compute on the delivering thread while idle (inline_compute)");
     command->add_option("--relay", options->relay_backend, "Relay backend (default shm)");
+    command->add_option("--replicas", options->replicas,
+                        "Processes per middle stage (replicas, default 1; needs --stages >= 3)");
+    command->add_option("--stage-ms", options->stage_ms,
+                        "Middle stages sleep this long per request with one worker (default 0: "
+                        "identity)");
     command->add_option("--json", *json_path, "Also write the report as JSON to this file");
     command->callback([options, json_path, &exit_code] {
         spdlog::set_level(spdlog::level::warn);

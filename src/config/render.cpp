@@ -98,6 +98,10 @@ std::string render_json(const RuntimePlan& plan) {
             if (*fn) stage[field] = **fn;
         }
         if (!s.project_payload.empty()) stage["project_payload"] = s.project_payload;
+        if (s.replicas > 1) {
+            stage["replicas"] = s.replicas;
+            stage["replica_endpoints"] = s.replica_endpoints;
+        }
         stages.push_back(std::move(stage));
     }
     out["stages"] = std::move(stages);
@@ -105,6 +109,7 @@ std::string render_json(const RuntimePlan& plan) {
     for (const auto& p : plan.processes) {
         json process = {{"name", p.name}, {"stages", p.stages}, {"relay_rank", p.relay_rank}};
         process["gpu"] = p.gpu ? json(*p.gpu) : json();
+        if (p.replicas > 1) process["replica"] = {{"index", p.replica}, {"of", p.replicas}};
         if (p.tp) {
             process["tp"] = {{"stage", p.tp->stage},
                              {"rank", p.tp->rank},
@@ -142,7 +147,9 @@ std::string render_text(const RuntimePlan& plan) {
         out << "  " << s.name << "  [" << s.factory << "]\n";
         out << "    process " << join(s.processes) << ", " << gpu_text(s.gpu);
         if (s.tp_size > 1) out << ", tp " << s.tp_size;
-        out << "\n    endpoint " << s.endpoint << "\n";
+        if (s.replicas > 1) out << ", " << s.replicas << " replicas";
+        out << "\n    endpoint " << (s.replicas > 1 ? join(s.replica_endpoints) : s.endpoint)
+            << "\n";
         out << "    relay " << s.relay.backend << " on " << s.relay.device << ", slot "
             << s.relay.slot_size_mb << " MB x " << s.relay.credits << " credits, rank "
             << s.relay.rank << "/" << s.relay.world_size << "\n";
@@ -163,6 +170,7 @@ std::string render_text(const RuntimePlan& plan) {
     for (const auto& p : plan.processes) {
         out << "  " << p.name << ": " << join(p.stages);
         if (p.gpu) out << " (gpu " << *p.gpu << ")";
+        if (p.replicas > 1) out << " (replica " << p.replica << " of " << p.replicas << ")";
         if (p.tp)
             out << " (tp rank " << p.tp->rank << "/" << p.tp->size << ", " << p.tp->rendezvous
                 << ")";
@@ -197,8 +205,11 @@ std::string render_mermaid(const RuntimePlan& plan) {
         for (const auto& stage : p.stages) {
             const StagePlan* s = plan.find_stage(stage);
             std::string id = mermaid_id(stage) + (p.tp ? "_tp" + std::to_string(p.tp->rank) : "");
+            // Edges are drawn to replica 0; the other replicas stand beside it.
+            if (p.replica > 0) id += "_r" + std::to_string(p.replica);
             out << "    " << id << "[\"" << stage;
             if (p.tp) out << " rank " << p.tp->rank;
+            if (p.replicas > 1) out << " replica " << p.replica;
             out << "<br/>" << s->factory << "\"]\n";
         }
         out << "  end\n";

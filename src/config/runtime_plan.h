@@ -41,7 +41,16 @@ struct ProcessPlan {
     std::optional<int> gpu;           // the one GPU its stages use, if any
     std::optional<TpRank> tp;         // set for the per-rank processes of a TP stage
     std::int64_t relay_rank = -1;     // -1 for TP follower ranks (no external IO)
+    // A process group with `replicas: N > 1` runs as N processes "{group}.r{k}": this is
+    // replica `replica` of `replicas`.
+    int replica = 0;
+    int replicas = 1;
 };
+
+// The name of replica `replica` of a process group or stage: "{base}.r{replica}".
+[[nodiscard]] inline std::string replica_name(const std::string& base, int replica) {
+    return base + ".r" + std::to_string(replica);
+}
 
 enum class EdgeKind { normal, stream };
 
@@ -61,8 +70,12 @@ struct StagePlan {
     std::vector<std::string> processes;  // every process of the stage (TP: one per rank)
     std::vector<int> gpu;
     int tp_size = 1;
-    std::string endpoint;  // control-plane PULL endpoint
+    std::string endpoint;  // control-plane PULL endpoint (replica 0's for a replicated stage)
     ResolvedRelay relay;
+    // Replicas (docs/config.md "Replicas"): with replicas > 1, `processes` holds one process per
+    // replica and `replica_endpoints` the PULL endpoint of each (empty when replicas is 1).
+    int replicas = 1;
+    std::vector<std::string> replica_endpoints;
 
     std::vector<std::string> next;
     bool terminal = false;
@@ -106,7 +119,14 @@ struct RuntimePlan {
 
     [[nodiscard]] const StagePlan* find_stage(const std::string& name) const;
     [[nodiscard]] const ProcessPlan* find_process(const std::string& name) const;
+    // Stage objects that run (one per stage and replica; TP followers host none): what the
+    // coordinator waits for at start.
+    [[nodiscard]] std::size_t stage_instances() const;
 };
+
+// How a stage running in `process` names itself to the coordinator (heartbeats, supervision):
+// the stage name, or replica_name(stage, k) in replica k of a replicated process group.
+[[nodiscard]] std::string stage_instance(const std::string& stage, const ProcessPlan& process);
 
 struct PrepOptions {
     // The instance's runtime directory. Empty: a preview path under the endpoints' base path

@@ -112,6 +112,16 @@ const ProcessPlan* RuntimePlan::find_process(const std::string& process_name) co
     return nullptr;
 }
 
+std::size_t RuntimePlan::stage_instances() const {
+    std::size_t count = 0;
+    for (const auto& stage : stages) count += static_cast<std::size_t>(std::max(stage.replicas, 1));
+    return count;
+}
+
+std::string stage_instance(const std::string& stage, const ProcessPlan& process) {
+    return process.replicas > 1 ? replica_name(stage, process.replica) : stage;
+}
+
 std::string runtime_base_path(const EndpointsConfig& endpoints) {
     if (endpoints.base_path) return *endpoints.base_path;
     const char* xdg = std::getenv("XDG_RUNTIME_DIR");
@@ -189,13 +199,33 @@ Result<RuntimePlan> prepare_runtime(const PipelineConfig& config, const PrepOpti
             sp.processes = std::move(names);
         } else {
             auto group = groups.find(stage.name);
-            sp.process = group != groups.end() ? group->second : stage.name;
-            ProcessPlan& process = process_index(sp.process);
-            process.stages.push_back(stage.name);
-            if (stage.on_gpu()) process.gpu = stage.gpu.front();
-            sp.processes = {sp.process};
+            const std::string name = group != groups.end() ? group->second : stage.name;
+            sp.replicas = stage.replicas;
+            for (int k = 0; k < stage.replicas; ++k) {
+                ProcessPlan& process =
+                    process_index(stage.replicas > 1 ? replica_name(name, k) : name);
+                process.stages.push_back(stage.name);
+                if (stage.on_gpu()) process.gpu = stage.gpu.front();
+                process.replica = k;
+                process.replicas = stage.replicas;
+                sp.processes.push_back(process.name);
+            }
+            sp.process = sp.processes.front();
         }
         plan.stages.push_back(std::move(sp));
+    }
+
+    // Replica endpoints after every other stage endpoint, so replicas move no port.
+    for (std::size_t i = 0; i < plan.stages.size(); ++i) {
+        StagePlan& sp = plan.stages[i];
+        if (sp.replicas < 2) continue;
+        sp.replica_endpoints.push_back(sp.endpoint);
+        for (int k = 1; k < sp.replicas; ++k) {
+            OMNI_TRY(std::string endpoint,
+                     endpoints.socket("stage-" + replica_name(sp.name, k),
+                                      "s" + std::to_string(i) + "r" + std::to_string(k)));
+            sp.replica_endpoints.push_back(std::move(endpoint));
+        }
     }
 
     // Relay world: one rank per process that does external IO.

@@ -21,6 +21,7 @@ inline constexpr std::int64_t kDefaultMaxRestarts = 3;
 inline constexpr double kDefaultRestartWindowS = 300.0;
 inline constexpr std::int64_t kDefaultBackoffInitialMs = 500;
 inline constexpr std::int64_t kDefaultBackoffMaxMs = 10000;
+inline constexpr int kMaxReplicas = 64;
 
 // Where a config value came from: a file position ("pipeline.yaml:12:5") or a command-line
 // override ("--set stages.thinker.gpu=1").
@@ -61,6 +62,8 @@ struct StageConfig {
     // omnirt additions:
     std::optional<double> gpu_memory_fraction;        // budget on its GPU, (0, 1]
     double fan_in_timeout_s = kDefaultFanInTimeoutS;  // AggregatedInput gives up after this
+    // Processes running this stage's process group (docs/config.md "Replicas"), 1..kMaxReplicas.
+    int replicas = 1;
 
     // Where the stage and each of its fields were written ("next" -> location).
     SourceLocation location;

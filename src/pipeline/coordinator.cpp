@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <exception>
 
+#include "config/runtime_plan.h"
 #include "pipeline/coordinator.h"
 #include "pipeline/coordinator_internal.h"
 
@@ -66,6 +67,27 @@ Status validate(const CoordinatorOptions& options) {
             return invalid("terminal stage '" + stage + "' has no endpoint");
         }
     }
+    std::map<std::string, std::size_t> group_sizes;
+    for (const auto& [stage, endpoints] : options.replica_endpoints) {
+        if (!options.stage_endpoints.contains(stage)) {
+            return invalid("replicated stage '" + stage + "' has no stage endpoint");
+        }
+        if (endpoints.size() < 2)
+            return invalid("stage '" + stage + "' lists fewer than 2 replicas");
+        for (const auto& endpoint : endpoints) {
+            if (endpoint.empty())
+                return invalid("a replica of stage '" + stage + "' has no endpoint");
+        }
+        auto group = options.replica_groups.find(stage);
+        if (group == options.replica_groups.end()) {
+            return invalid("replicated stage '" + stage + "' has no replica group");
+        }
+        auto [size, inserted] = group_sizes.emplace(group->second, endpoints.size());
+        if (!inserted && size->second != endpoints.size()) {
+            return invalid("the stages of replica group '" + group->second +
+                           "' have different replica counts");
+        }
+    }
     if (options.max_live_requests == 0) return invalid("max_live_requests is 0");
     if (options.stream_queue_capacity == 0) return invalid("stream_queue_capacity is 0");
     return {};
@@ -75,8 +97,22 @@ Status validate(const CoordinatorOptions& options) {
 
 CoordinatorCore::CoordinatorCore(CoordinatorOptions options)
     : options_(std::move(options)), paths_(options_) {
-    for (const auto& [stage, endpoint] : options_.stage_endpoints)
-        stages_.emplace(stage, StageRecord{});
+    for (const auto& [stage, endpoint] : options_.stage_endpoints) {
+        auto replicas = options_.replica_endpoints.find(stage);
+        if (replicas == options_.replica_endpoints.end()) {
+            stages_.emplace(stage, StageRecord{.stage = stage});
+            instance_endpoints_.emplace_back(stage, endpoint);
+            continue;
+        }
+        ReplicaGroup& group = groups_[options_.replica_groups.at(stage)];
+        group.stages.push_back(stage);
+        group.replicas = static_cast<int>(replicas->second.size());
+        for (int k = 0; k < group.replicas; ++k) {
+            std::string name = config::replica_name(stage, k);
+            stages_.emplace(name, StageRecord{.stage = stage, .replica = k});
+            instance_endpoints_.emplace_back(name, replicas->second[static_cast<std::size_t>(k)]);
+        }
+    }
 }
 
 Result<std::unique_ptr<CoordinatorCore>> CoordinatorCore::create(CoordinatorOptions options) {
@@ -156,7 +192,7 @@ Status CoordinatorCore::send_to_every_stage(const proto::ControlMessage& message
         if (!started_ || stopped_) return fail(ErrorCode::unavailable, "coordinator: not running");
     }
     Status first_error;
-    for (const auto& [stage, endpoint] : options_.stage_endpoints) {
+    for (const auto& [stage, endpoint] : instance_endpoints_) {
         auto sent = plane_->send(endpoint, message);
         if (!sent && first_error) {
             first_error = fail(sent.error().with_context("coordinator: stage '" + stage + "'"));
@@ -232,7 +268,7 @@ void CoordinatorCore::stop() {
                                         Error{ErrorCode::unavailable, "coordinator stopped"}));
     }
     if (was_started) {
-        for (const auto& [stage, endpoint] : options_.stage_endpoints) {
+        for (const auto& [stage, endpoint] : instance_endpoints_) {
             auto sent = plane_->send(endpoint, proto::ShutdownMessage{"coordinator stopped"});
             if (!sent)
                 spdlog::warn("coordinator: shutdown to '{}': {}", stage, sent.error().message);

@@ -51,6 +51,12 @@ struct CoordinatorOptions {
     // touches only the requests that may pass through a stage: those whose terminal stages are
     // reachable from it. Empty: every stage may lie on every request's path.
     std::map<std::string, std::vector<std::string>> stage_targets;
+    // Replicated stages (docs/pipeline.md "Replicas"): stage -> the PULL endpoint of each of its
+    // replicas (two or more; stage_endpoints holds replica 0's), and stage -> its replica group
+    // (its process group: the group's stages run in the same replica processes, so a request
+    // gets one replica per group). Heartbeats and supervision name replica k "{stage}.r{k}".
+    std::map<std::string, std::vector<std::string>> replica_endpoints;
+    std::map<std::string, std::string> replica_groups;
 };
 
 // A stage as supervision sees it. running: serving (alive when its heartbeats are current);
@@ -89,8 +95,10 @@ struct RequestEvent {
 using EventCallback = std::function<void(RequestEvent event)>;
 
 struct StageHealth {
-    std::string stage;
-    bool alive = false;  // running and a heartbeat seen within heartbeat_timeout
+    std::string stage;       // the stage, or "{stage}.r{k}" for replica k of a replicated stage
+    std::string replica_of;  // a replica's stage (empty for a stage without replicas)
+    int replica = -1;        // a replica's index
+    bool alive = false;      // running and a heartbeat seen within heartbeat_timeout
     StageState state = StageState::running;
     std::string down_reason;    // why it is restarting or failed (empty when running)
     std::int64_t restarts = 0;  // restarts supervision scheduled since the pipeline started
@@ -108,7 +116,10 @@ struct HealthReport {
     // For liveness probes: started, not stopped, no stage failed and no running stage silent. A
     // restarting stage is being healed, so it leaves the pipeline live (but not healthy).
     bool live = false;
-    std::vector<StageHealth> stages;                        // in stage_endpoints order
+    // Not healthy, but only replicas are down: every stage still has a replica serving (so
+    // every request is served). The reason then starts with "degraded: ".
+    bool degraded = false;
+    std::vector<StageHealth> stages;  // in stage_endpoints order; replicas of a stage in a row
     std::map<std::string, std::int64_t> requests_by_state;  // live: pending, running; totals:
                                                             // completed, failed, aborted
     // Stage messages dropped: unknown or ended requests, non-terminal completions, duplicates.

@@ -2,7 +2,11 @@
 // side is in coordinator_supervision.cpp).
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
+#include "config/runtime_plan.h"
 #include "pipeline/coordinator_internal.h"
+#include "pipeline/replica_routing.h"
 
 namespace omnirt::pipeline::detail {
 
@@ -84,11 +88,72 @@ Status CoordinatorCore::admission_locked(SteadyClock::time_point now,
     if (stopped_) return fail(ErrorCode::unavailable, "coordinator stopped");
     if (!started_) return fail(ErrorCode::unavailable, "coordinator is not started");
     for (const auto& [stage, record] : stages_) {
-        if (!paths_.on_path(terminals, stage)) continue;
+        if (record.replica >= 0 || !paths_.on_path(terminals, stage)) continue;
         Status status = stage_status_locked(stage, record, now);
         if (!status) return fail(status.error().with_context("pipeline unavailable"));
     }
+    for (const auto& [name, group] : groups_) {
+        if (!group_on_path(terminals, group) || !serving_replicas_locked(group, now).empty()) {
+            continue;
+        }
+        std::string why;
+        for (int k = 0; k < group.replicas; ++k) {
+            for (const auto& stage : group.stages) {
+                std::string instance = config::replica_name(stage, k);
+                Status status = stage_status_locked(instance, stages_.at(instance), now);
+                if (status) continue;
+                why += (why.empty() ? "" : "; ") + status.error().message;
+                break;
+            }
+        }
+        return fail(ErrorCode::unavailable, "pipeline unavailable: no replica of stage '" +
+                                                group.stages.front() + "' is serving (" + why +
+                                                ")");
+    }
     return {};
+}
+
+std::vector<int> CoordinatorCore::serving_replicas_locked(const ReplicaGroup& group,
+                                                          SteadyClock::time_point now) const {
+    std::vector<int> out;
+    for (int k = 0; k < group.replicas; ++k) {
+        bool serving = std::all_of(group.stages.begin(), group.stages.end(), [&](const auto& s) {
+            std::string instance = config::replica_name(s, k);
+            return static_cast<bool>(stage_status_locked(instance, stages_.at(instance), now));
+        });
+        if (serving) out.push_back(k);
+    }
+    return out;
+}
+
+bool CoordinatorCore::group_on_path(const std::vector<std::string>& terminals,
+                                    const ReplicaGroup& group) const {
+    return std::any_of(group.stages.begin(), group.stages.end(),
+                       [&](const std::string& stage) { return paths_.on_path(terminals, stage); });
+}
+
+std::map<std::string, int> CoordinatorCore::choose_replicas_locked(
+    SteadyClock::time_point now, const std::vector<std::string>& terminals,
+    std::optional<std::uint64_t> key) {
+    std::map<std::string, int> out;
+    for (auto& [name, group] : groups_) {
+        if (!group_on_path(terminals, group)) continue;
+        std::vector<int> serving = serving_replicas_locked(group, now);
+        if (serving.empty()) continue;  // admission refuses the request
+        if (key) {
+            out[name] = sticky_replica(*key, name, serving);
+            continue;
+        }
+        // Round-robin over every replica, skipping those that do not serve.
+        for (int tries = 0; tries < group.replicas; ++tries) {
+            int k = static_cast<int>(group.next++ % static_cast<std::uint64_t>(group.replicas));
+            if (std::find(serving.begin(), serving.end(), k) != serving.end()) {
+                out[name] = k;
+                break;
+            }
+        }
+    }
+    return out;
 }
 
 HealthReport CoordinatorCore::health() const {
@@ -96,12 +161,17 @@ HealthReport CoordinatorCore::health() const {
     auto now = SteadyClock::now();
     std::lock_guard lock(mutex_);
     bool all_alive = true;
-    bool none_lost = true;  // no stage failed or silent
+    // Per stage (its replicas together): whether one is not lost (failed or silent) / alive.
+    std::map<std::string, bool> kept;
+    std::map<std::string, bool> serving;
     for (const auto& [stage, record] : stages_) {
         bool silent = record.state == StageState::running && record.last_seen &&
                       !stage_alive_locked(record, now);
-        none_lost = none_lost && record.state != StageState::failed && !silent;
+        kept[record.stage] = kept[record.stage] || (record.state != StageState::failed && !silent);
+        serving[record.stage] = serving[record.stage] || stage_alive_locked(record, now);
         StageHealth health{.stage = stage,
+                           .replica_of = record.replica >= 0 ? record.stage : std::string(),
+                           .replica = record.replica,
                            .alive = stage_alive_locked(record, now),
                            .state = record.state,
                            .down_reason = record.down_reason,
@@ -125,8 +195,13 @@ HealthReport CoordinatorCore::health() const {
                 status ? "stage '" + stage + "' has not reported yet" : status.error().message;
         }
     }
+    auto all_of = [](const std::map<std::string, bool>& stages) {
+        return std::all_of(stages.begin(), stages.end(), [](const auto& s) { return s.second; });
+    };
     report.healthy = started_ && !stopped_ && all_alive;
-    report.live = started_ && !stopped_ && none_lost;
+    report.live = started_ && !stopped_ && all_of(kept);
+    report.degraded = started_ && !stopped_ && !all_alive && all_of(serving);
+    if (report.degraded) report.reason = "degraded: " + report.reason;
     if (stopped_) {
         report.reason = "coordinator stopped";
     } else if (!started_) {

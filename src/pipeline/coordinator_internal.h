@@ -36,6 +36,7 @@ struct RequestEntry {
     std::vector<std::string> terminals;
     std::optional<OmniRequest> request;  // kept to build the merged result of several terminals
     std::optional<SteadyClock::time_point> deadline;
+    std::map<std::string, int> replicas;  // replica group -> the replica chosen at admission
 
     // Guarded by CoordinatorCore::mutex_.
     RequestState state = RequestState::pending;
@@ -54,6 +55,8 @@ struct RequestEntry {
 
 // What the coordinator knows about one stage (heartbeats, supervision).
 struct StageRecord {
+    std::string stage;  // the stage this record (or replica of it) belongs to
+    int replica = -1;   // the replica index; -1 for a stage without replicas
     std::optional<SteadyClock::time_point> last_seen;
     StageState state = StageState::running;
     std::string down_reason;
@@ -72,6 +75,13 @@ struct StageRecord {
     std::int64_t processed = 0;
     std::int64_t compute_ns = 0;
     std::vector<proto::EdgeTraffic> edges;
+};
+
+// A process group that runs several replicas (CoordinatorOptions::replica_groups).
+struct ReplicaGroup {
+    std::vector<std::string> stages;
+    int replicas = 0;
+    std::uint64_t next = 0;  // round-robin position (guarded by CoordinatorCore::mutex_)
 };
 
 // Which stages a request may pass through, from the pipeline's edges: a stage is on the path
@@ -153,6 +163,15 @@ class CoordinatorCore {
     // Why a new request with `terminals` is refused now (mutex_ held), or ok.
     [[nodiscard]] Status admission_locked(SteadyClock::time_point now,
                                           const std::vector<std::string>& terminals) const;
+    // Replicas (mutex_ held): the replicas of `group` whose stages all serve now; one per
+    // group on the path of a request with `terminals` (sticky by `key`, else round-robin).
+    [[nodiscard]] std::vector<int> serving_replicas_locked(const ReplicaGroup& group,
+                                                           SteadyClock::time_point now) const;
+    [[nodiscard]] bool group_on_path(const std::vector<std::string>& terminals,
+                                     const ReplicaGroup& group) const;
+    [[nodiscard]] std::map<std::string, int> choose_replicas_locked(
+        SteadyClock::time_point now, const std::vector<std::string>& terminals,
+        std::optional<std::uint64_t> key);
     // Why `stage` is not serving now (mutex_ held), or ok.
     [[nodiscard]] Status stage_status_locked(const std::string& stage, const StageRecord& record,
                                              SteadyClock::time_point now) const;
@@ -184,7 +203,10 @@ class CoordinatorCore {
     std::condition_variable heartbeat_seen_;  // a stage's first heartbeat, or stop
     std::unordered_map<std::string, std::shared_ptr<RequestEntry>> requests_;
     std::set<std::pair<SteadyClock::time_point, RequestEntry*>> deadlines_;
-    std::map<std::string, StageRecord> stages_;  // one per stage endpoint
+    std::map<std::string, StageRecord> stages_;  // one per stage, or per stage replica
+    // Fixed after construction: every stage (replica) and its endpoint; the replica groups.
+    std::vector<std::pair<std::string, std::string>> instance_endpoints_;
+    std::map<std::string, ReplicaGroup> groups_;
     bool started_ = false;
     bool stopped_ = false;
     Quarantine quarantine_{65536};

@@ -7,6 +7,7 @@
 
 #include "pipeline/client_stream.h"
 #include "pipeline/coordinator_internal.h"
+#include "pipeline/replica_routing.h"
 
 namespace omnirt::pipeline::detail {
 namespace {
@@ -78,6 +79,28 @@ Status CoordinatorCore::start_entry(const std::shared_ptr<RequestEntry>& entry,
             SteadyClock::now() + std::chrono::duration_cast<SteadyClock::duration>(left);
     }
     if (entry->terminals.size() > 1) entry->request = request;
+    std::string entry_endpoint = options_.stage_endpoints.at(options_.entry_stage);
+    if (!groups_.empty()) {
+        // Replicas: one per replica group on the request's path, written into its metadata so
+        // that every stage sends it on to the same replicas (replica_routing.h).
+        std::optional<std::uint64_t> key = routing_key(request);
+        {
+            std::lock_guard lock(mutex_);
+            OMNI_RETURN_IF_ERROR(admission_locked(SteadyClock::now(), entry->terminals));
+            entry->replicas = choose_replicas_locked(SteadyClock::now(), entry->terminals, key);
+        }
+        std::map<std::string, int> routes;
+        for (const auto& [name, replica] : entry->replicas) {
+            for (const auto& stage : groups_.at(name).stages) routes[stage] = replica;
+        }
+        if (auto status = set_replica_routes(request, routes); !status) {
+            return fail(status.error().with_context("request '" + request_id + "'"));
+        }
+        if (auto it = routes.find(options_.entry_stage); it != routes.end()) {
+            entry_endpoint = options_.replica_endpoints.at(options_.entry_stage)
+                                 .at(static_cast<std::size_t>(it->second));
+        }
+    }
 
     // Encoded here so that an unencodable request fails before it is accepted.
     proto::SubmitMessage submit{
@@ -97,6 +120,17 @@ Status CoordinatorCore::start_entry(const std::shared_ptr<RequestEntry>& entry,
                             "still arrive, so its id cannot be used again");
         }
         OMNI_RETURN_IF_ERROR(admission_locked(SteadyClock::now(), entry->terminals));
+        for (const auto& [name, replica] : entry->replicas) {
+            // A replica that went down since it was chosen has failed its requests already.
+            std::vector<int> serving =
+                serving_replicas_locked(groups_.at(name), SteadyClock::now());
+            if (std::find(serving.begin(), serving.end(), replica) == serving.end()) {
+                return fail(ErrorCode::unavailable,
+                            "pipeline unavailable: replica " + std::to_string(replica) +
+                                " of stage '" + groups_.at(name).stages.front() +
+                                "' went down while the request was admitted");
+            }
+        }
         if (requests_.contains(request_id)) {
             return fail(ErrorCode::already_exists,
                         "request '" + request_id + "' is already running");
@@ -115,8 +149,7 @@ Status CoordinatorCore::start_entry(const std::shared_ptr<RequestEntry>& entry,
 
     // The stage may answer (on the IO thread) before send_bytes returns: from here on the entry
     // may end at any time, and whoever detaches it delivers its terminal event.
-    auto sent =
-        plane_->send_bytes(options_.stage_endpoints.at(options_.entry_stage), std::move(*bytes));
+    auto sent = plane_->send_bytes(entry_endpoint, std::move(*bytes));
     std::lock_guard lock(mutex_);
     if (!sent) {
         if (!detach_locked(entry, RequestState::failed)) return {};  // ended meanwhile: reported

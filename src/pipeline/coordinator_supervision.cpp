@@ -79,7 +79,7 @@ void CoordinatorCore::mark_stages_down(const std::vector<std::string>& stages,
     const std::size_t subscriptions = plane_->subscriptions_received();
     {
         std::lock_guard lock(mutex_);
-        std::vector<std::string> known;
+        std::vector<const StageRecord*> known;
         for (const auto& stage : stages) {
             auto it = stages_.find(stage);
             if (it == stages_.end()) {
@@ -92,11 +92,15 @@ void CoordinatorCore::mark_stages_down(const std::vector<std::string>& stages,
             record.down_reason = reason;
             record.accepted_pid = 0;  // the dead process's heartbeats no longer count
             record.subscriptions_at_down = subscriptions;
-            known.push_back(stage);
+            known.push_back(&record);
         }
         for (const auto& [id, entry] : requests_) {
-            bool touched = std::any_of(known.begin(), known.end(), [&](const std::string& stage) {
-                return paths_.on_path(entry->terminals, stage);
+            // A replica takes down only the requests admitted to it.
+            bool touched = std::any_of(known.begin(), known.end(), [&](const StageRecord* down) {
+                if (!paths_.on_path(entry->terminals, down->stage)) return false;
+                if (down->replica < 0) return true;
+                auto chosen = entry->replicas.find(options_.replica_groups.at(down->stage));
+                return chosen != entry->replicas.end() && chosen->second == down->replica;
             });
             if (touched) affected.push_back(entry);
         }

@@ -4,9 +4,11 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "pipeline/local_dispatch.h"
+#include "pipeline/replica_routing.h"
 #include "pipeline/stage_internal.h"
 #include "relay/registry.h"
 
@@ -60,15 +62,18 @@ Result<std::unique_ptr<InputHandler>> make_input_handler(const config::StagePlan
     return std::unique_ptr<InputHandler>(std::move(handler));
 }
 
+// `name` tells the relays of one process apart (its shared memory segments): the stage, or
+// the replica ("{stage}.r{k}") when one process hosts several replicas (in-process placement).
 Result<std::unique_ptr<relay::Relay>> make_relay(const config::RuntimePlan& plan,
-                                                 const config::StagePlan& stage) {
+                                                 const config::StagePlan& stage,
+                                                 const std::string& name) {
     OMNI_TRY(Device device, parse_device(stage.relay.device.empty() ? "cpu" : stage.relay.device));
     if (!(stage.relay.slot_size_mb > 0) || !std::isfinite(stage.relay.slot_size_mb)) {
         return fail(ErrorCode::invalid_argument, "relay slot_size_mb must be a positive number");
     }
     relay::RelayOptions options{
         .backend = stage.relay.backend.empty() ? plan.relay_backend : stage.relay.backend,
-        .name = stage.name,
+        .name = name,
         .runtime_dir = plan.runtime_dir,
         .device = device,
         .slot_bytes = static_cast<std::size_t>(std::ceil(stage.relay.slot_size_mb * 1048576.0)),
@@ -115,8 +120,21 @@ Result<std::unique_ptr<Stage>> Stage::create(StageOptions options,
     for (const auto& other : options.plan->stages) {
         state->endpoints.emplace(other.name, other.endpoint);
         state->ranks.emplace(other.name, other.relay.rank);
+        const bool target =
+            state->next.contains(other.name) || state->stream_to.contains(other.name);
+        if (other.replicas > 1) state->carries_routes = true;
+        if (other.replicas > 1 && target) {
+            state->replica_endpoints.emplace(other.name, other.replica_endpoints);
+        }
     }
-    auto relay = make_relay(*options.plan, *plan);
+    if (options.replica < 0 || options.replica >= std::max(plan->replicas, 1)) {
+        return context(Error{ErrorCode::invalid_argument,
+                             "replica " + std::to_string(options.replica) + " of " +
+                                 std::to_string(plan->replicas) + " is out of range"});
+    }
+    state->instance =
+        plan->replicas > 1 ? config::replica_name(plan->name, options.replica) : plan->name;
+    auto relay = make_relay(*options.plan, *plan, state->instance);
     if (!relay) return context(relay.error().with_context("creating the relay"));
     state->relay = std::move(*relay);
     state->options = std::move(options);
@@ -149,7 +167,9 @@ Status Stage::start() {
     auto handler = [state = &s](proto::ControlMessage message) {
         state->deliver_event(StageEvent(std::move(message)));
     };
-    if (auto bound = s.control->bind_pull(s.plan->endpoint, handler); !bound) {
+    const std::string& endpoint =
+        s.plan->replicas > 1 ? s.plan->replica_endpoints.at(s.options.replica) : s.plan->endpoint;
+    if (auto bound = s.control->bind_pull(endpoint, handler); !bound) {
         return failed(bound.error());
     }
     if (auto status = s.control->subscribe(s.options.plan->abort_endpoint, handler); !status) {
@@ -276,11 +296,71 @@ void Stage::State::send_stream_signal(const std::string& target, const std::stri
         if (options.local->send_stream_signal(target, name, request_id, done, error)) return;
         local_dispatches.fetch_sub(1);
     }
-    send(endpoints.at(target), proto::DataReadyMessage{.request_id = request_id,
-                                                       .from_stage = name,
-                                                       .to_stage = target,
-                                                       .is_done = done,
-                                                       .error = std::move(error)});
+    auto endpoint = endpoint_of(target, request_id);
+    if (!endpoint) {
+        // Only an abort can take a request's routes away meanwhile; it reaches the target too.
+        spdlog::warn("stage '{}': no stream signal for request '{}': {}", name, request_id,
+                     endpoint.error().message);
+        return;
+    }
+    send(*endpoint, proto::DataReadyMessage{.request_id = request_id,
+                                            .from_stage = name,
+                                            .to_stage = target,
+                                            .is_done = done,
+                                            .error = std::move(error)});
+}
+
+Result<std::string> Stage::State::endpoint_of(const std::string& target,
+                                              const std::string& request_id) const {
+    auto replicas = replica_endpoints.find(target);
+    if (replicas == replica_endpoints.end()) return endpoints.at(target);
+    std::lock_guard lock(book_mutex);
+    auto routes = book.routes.find(request_id);
+    auto route = routes != book.routes.end() ? routes->second.find(target)
+                                             : std::map<std::string, int>::const_iterator{};
+    if (routes == book.routes.end() || route == routes->second.end()) {
+        return fail(ErrorCode::failed_precondition,
+                    "stage '" + target + "' runs " + std::to_string(replicas->second.size()) +
+                        " replicas and the request names none (metadata." + kReplicaRoutesKey +
+                        " is set by the coordinator)");
+    }
+    if (route->second < 0 || static_cast<std::size_t>(route->second) >= replicas->second.size()) {
+        return fail(ErrorCode::invalid_argument, "replica " + std::to_string(route->second) +
+                                                     " of stage '" + target + "' does not exist (" +
+                                                     std::to_string(replicas->second.size()) +
+                                                     " replicas)");
+    }
+    return replicas->second[static_cast<std::size_t>(route->second)];
+}
+
+void Stage::State::record_routes(const std::string& request_id, const StagePayload& payload) {
+    if (!carries_routes) return;
+    std::map<std::string, int> routes = replica_routes(payload.request.metadata);
+    if (routes.empty()) return;
+    std::lock_guard lock(book_mutex);
+    if (book.closed(request_id)) return;
+    book.routes.emplace(request_id, std::move(routes));
+}
+
+void Stage::State::forget_routes(const std::string& request_id) {
+    if (!carries_routes) return;
+    std::lock_guard lock(book_mutex);
+    book.routes.erase(request_id);
+}
+
+std::shared_ptr<const StagePayload> Stage::State::with_routes(
+    std::shared_ptr<const StagePayload> payload) const {
+    if (!carries_routes || !replica_routes(payload->request.metadata).empty()) return payload;
+    std::map<std::string, int> routes;
+    {
+        std::lock_guard lock(book_mutex);
+        auto it = book.routes.find(payload->request_id);
+        if (it == book.routes.end()) return payload;
+        routes = it->second;
+    }
+    StagePayload copy = *payload;
+    if (!set_replica_routes(copy.request, routes)) return payload;  // metadata is no map
+    return std::make_shared<const StagePayload>(std::move(copy));
 }
 
 void Stage::State::drop_request(const std::string& request_id) {
@@ -291,6 +371,7 @@ void Stage::State::drop_request(const std::string& request_id) {
     }
     scheduler->abort(request_id);
     relay->cleanup(request_id);
+    forget_routes(request_id);
 }
 
 void Stage::State::fail_request(const std::string& request_id, const Error& error) {
@@ -307,6 +388,7 @@ void Stage::State::fail_request(const std::string& request_id, const Error& erro
     for (const auto& target : stream_to) {
         send_stream_signal(target, request_id, false, reported.message);
     }
+    forget_routes(request_id);
     send_to_coordinator(proto::CompleteMessage{
         .request_id = request_id, .from_stage = name, .ok = false, .error = reported});
 }
@@ -314,7 +396,7 @@ void Stage::State::fail_request(const std::string& request_id, const Error& erro
 void Stage::State::send_heartbeat() {
     StageStats now = stats();
     send_to_coordinator(proto::HeartbeatMessage{
-        .stage = name,
+        .stage = instance,
         .pid = static_cast<std::int64_t>(::getpid()),
         .queue_depth = now.queue_depth + now.pending_fan_in,
         .active_requests = now.active_requests,

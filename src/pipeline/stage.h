@@ -36,6 +36,9 @@ class Tracer;
 struct StageOptions {
     std::shared_ptr<const config::RuntimePlan> plan;
     std::string stage_name;
+    // Which replica of a replicated stage this is (its process's; docs/pipeline.md "Replicas"):
+    // it binds that replica's endpoint and names itself "{stage}.r{replica}" in heartbeats.
+    int replica = 0;
     // Stages of the same OS process; null when the stage is alone. Must outlive the stage.
     LocalDispatcher* local = nullptr;
     // Relay transfers (put completion, get completion) fail after this.

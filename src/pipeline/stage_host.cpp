@@ -102,7 +102,8 @@ Result<std::unique_ptr<StageHost>> StageHost::create(
         };
         auto factory = find_stage_factory(stage->factory);
         if (!factory) return fail(context_error(factory.error()));
-        auto tracer = std::make_shared<Tracer>(stage_name);
+        // A replica's trace is its own ("{stage}.r{k}" in the trace file name).
+        auto tracer = std::make_shared<Tracer>(config::stage_instance(stage_name, *process));
         OMNI_TRY(StageContext context, make_context(*stage, *process, tracer.get()));
         auto scheduler = (*factory)(context);
         if (!scheduler) return fail(context_error(scheduler.error()));
@@ -126,6 +127,7 @@ Result<std::unique_ptr<StageHost>> StageHost::create(
         }
         StageOptions stage_options{.plan = plan,
                                    .stage_name = stage_name,
+                                   .replica = process->replica,
                                    .local = &state->dispatcher,
                                    .relay_timeout = options.relay_timeout,
                                    .heartbeat_interval = options.heartbeat_interval,

@@ -220,6 +220,7 @@ void Stage::State::on_payload(const std::string& request_id, const std::string& 
         dropped_messages.fetch_add(1);
         return;
     }
+    record_routes(request_id, *payload);
     auto ready = input->receive(request_id, from_stage, std::move(payload), Clock::now());
     pending_fan_in.store(static_cast<std::int64_t>(input->pending()));
     if (!ready) {

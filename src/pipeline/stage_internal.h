@@ -125,6 +125,9 @@ struct RequestBook {
     RecentRequestIds dropped{kRememberedRequests};   // aborted, failed, or stream error
     std::unordered_set<std::string> active;          // work handed to the scheduler
     std::unordered_map<std::string, OutputCounters> counters;
+    // The replica of each replicated target, per request (metadata.replica_routes of its
+    // payload); kept until the request leaves the stage (forget_routes), not by forget().
+    std::unordered_map<std::string, std::map<std::string, int>> routes;
 
     [[nodiscard]] bool closed(const std::string& request_id) const {
         return finished.contains(request_id) || dropped.contains(request_id);
@@ -157,6 +160,10 @@ struct Stage::State {
     std::set<std::string> stream_to;
     std::map<std::string, std::string> endpoints;  // stage -> control endpoint
     std::map<std::string, std::int64_t> ranks;     // stage -> relay rank
+    // Replicated targets: stage -> the endpoint of each replica.
+    std::map<std::string, std::vector<std::string>> replica_endpoints;
+    std::string instance;         // the name in heartbeats: the stage's, or "{stage}.r{replica}"
+    bool carries_routes = false;  // some stage of the plan has replicas: keep requests' routes
     Stage* self = nullptr;
 
     // --- set by start() ---
@@ -211,6 +218,17 @@ struct Stage::State {
                             std::optional<std::string> error);
     void send_heartbeat();
     [[nodiscard]] StageStats stats() const;
+    // Replicas: the endpoint of `target` for `request_id` (its chosen replica), or why there is
+    // none; remembering a request's routes when its payload arrives, forgetting them when it
+    // leaves the stage.
+    [[nodiscard]] Result<std::string> endpoint_of(const std::string& target,
+                                                  const std::string& request_id) const;
+    void record_routes(const std::string& request_id, const StagePayload& payload);
+    void forget_routes(const std::string& request_id);
+    // `payload` with the request's routes in its metadata: a compute function or projection
+    // that built a new request must not lose them for the stages downstream.
+    [[nodiscard]] std::shared_ptr<const StagePayload> with_routes(
+        std::shared_ptr<const StagePayload> payload) const;
 
     // --- stage_input.cpp: events (stage thread, or the delivering thread) ---
     // Any thread. Handles `event` at once when it may (see above), else queues it for the stage

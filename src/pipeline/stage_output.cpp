@@ -228,18 +228,26 @@ void Stage::State::on_result(const std::string& request_id,
             if (!send_payload(target, std::move(out))) return;
         }
     }
+    forget_routes(request_id);
     release_relay_state(request_id);
 }
 
 bool Stage::State::send_payload(const std::string& target,
                                 std::shared_ptr<const StagePayload> payload) {
     const std::string request_id = payload->request_id;
+    payload = with_routes(std::move(payload));
     // Counted before the hand-off: the target may finish the request inside send_payload, and
     // whoever sees it finished must see it counted.
     if (options.local != nullptr) {
         local_dispatches.fetch_add(1);
         if (options.local->send_payload(target, name, payload)) return true;
         local_dispatches.fetch_sub(1);
+    }
+    auto endpoint = endpoint_of(target, request_id);
+    if (!endpoint) {
+        fail_request(request_id, endpoint.error().with_context("sending the payload to stage '" +
+                                                               target + "'"));
+        return false;
     }
     Result<RelayWrite> write = fail(ErrorCode::internal, "unwritten");
     const auto write_start = Clock::now();
@@ -256,12 +264,12 @@ bool Stage::State::send_payload(const std::string& target,
     edge_traffic.record_write(target, static_cast<std::int64_t>(write->header.buffer_bytes),
                               Clock::now() - write_start);
     // Control before wait (communication.md): the receiver's read is what completes the put.
-    auto sent = control->send(endpoints.at(target),
-                              proto::DataReadyMessage{.request_id = request_id,
-                                                      .from_stage = name,
-                                                      .to_stage = target,
-                                                      .relay_metadata = write->relay_metadata,
-                                                      .header = std::move(write->header)});
+    auto sent =
+        control->send(*endpoint, proto::DataReadyMessage{.request_id = request_id,
+                                                         .from_stage = name,
+                                                         .to_stage = target,
+                                                         .relay_metadata = write->relay_metadata,
+                                                         .header = std::move(write->header)});
     if (!sent) {
         fail_request(request_id,
                      sent.error().with_context("sending data_ready to stage '" + target + "'"));
@@ -314,6 +322,12 @@ void Stage::State::on_stream_output(const std::string& request_id,
         if (options.local->send_stream_chunk(*target, name, request_id, chunk)) return;
         local_dispatches.fetch_sub(1);
     }
+    auto endpoint = endpoint_of(*target, request_id);
+    if (!endpoint) {
+        fail_request(request_id,
+                     endpoint.error().with_context("streaming to stage '" + *target + "'"));
+        return;
+    }
     Result<RelayWrite> write = fail(ErrorCode::internal, "unwritten");
     const auto write_start = Clock::now();
     {
@@ -329,13 +343,13 @@ void Stage::State::on_stream_output(const std::string& request_id,
     if (write->put) relay_puts.fetch_add(1);
     edge_traffic.record_write(*target, static_cast<std::int64_t>(write->header.buffer_bytes),
                               Clock::now() - write_start);
-    auto sent = control->send(endpoints.at(*target),
-                              proto::DataReadyMessage{.request_id = request_id,
-                                                      .from_stage = name,
-                                                      .to_stage = *target,
-                                                      .relay_metadata = write->relay_metadata,
-                                                      .header = std::move(write->header),
-                                                      .chunk_id = index});
+    auto sent =
+        control->send(*endpoint, proto::DataReadyMessage{.request_id = request_id,
+                                                         .from_stage = name,
+                                                         .to_stage = *target,
+                                                         .relay_metadata = write->relay_metadata,
+                                                         .header = std::move(write->header),
+                                                         .chunk_id = index});
     if (!sent) {
         fail_request(request_id,
                      sent.error().with_context("sending a chunk to stage '" + *target + "'"));

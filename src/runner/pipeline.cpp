@@ -47,9 +47,14 @@ Status Pipeline::State::start_children(Clock::time_point deadline) {
                  raw->on_child_exit(name, status);
              }));
     for (const auto& process : plan->processes) {
+        // Supervision names a replica's stages as the coordinator knows them ("{stage}.r{k}").
+        std::vector<std::string> stages;
+        for (const auto& stage : process.stages) {
+            stages.push_back(config::stage_instance(stage, process));
+        }
         auto slot = std::make_unique<ProcessSlot>(ProcessSlot{
             .name = process.name,
-            .stages = process.stages,
+            .stages = std::move(stages),
             .spec = {.name = process.name,
                      .binary = binary,
                      .args = {"stage-process", "--plan", plan_path, "--process", process.name,
@@ -126,6 +131,10 @@ pipeline::CoordinatorOptions coordinator_options(const config::RuntimePlan& plan
         auto& targets = out.stage_targets[stage.name];
         targets = stage.next;
         targets.insert(targets.end(), stage.stream_to.begin(), stage.stream_to.end());
+        if (stage.replicas > 1) {
+            out.replica_endpoints[stage.name] = stage.replica_endpoints;
+            out.replica_groups[stage.name] = stage.process;  // replica 0's process: one per group
+        }
     }
     // A stage is reported dead after missing a few heartbeats.
     out.heartbeat_timeout =
@@ -174,7 +183,8 @@ Result<std::unique_ptr<Pipeline>> Pipeline::start(const config::PipelineConfig& 
     } else {
         OMNI_RETURN_IF_ERROR(s.start_children(deadline));
     }
-    Status subscribed = s.coordinator->wait_for_stages(s.plan->stages.size(), remaining(deadline));
+    Status subscribed =
+        s.coordinator->wait_for_stages(s.plan->stage_instances(), remaining(deadline));
     if (!subscribed) {
         return fail(subscribed.error().with_context("pipeline '" + s.plan->name +
                                                     "': stages did not connect in time"));

@@ -60,6 +60,8 @@ Value stage_to_value(const config::StagePlan& stage) {
         {"gpu", int_list(stage.gpu)},
         {"tp_size", stage.tp_size},
         {"endpoint", stage.endpoint},
+        {"replicas", stage.replicas},
+        {"replica_endpoints", string_list(stage.replica_endpoints)},
         {"relay", relay_to_value(stage.relay)},
         {"next", string_list(stage.next)},
         {"terminal", stage.terminal},
@@ -95,6 +97,8 @@ Value process_to_value(const config::ProcessPlan& process) {
         {"gpu", process.gpu ? Value(*process.gpu) : Value()},
         {"tp", std::move(tp)},
         {"relay_rank", process.relay_rank},
+        {"replica", process.replica},
+        {"replicas", process.replicas},
     });
 }
 

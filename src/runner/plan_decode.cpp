@@ -187,6 +187,18 @@ Result<config::StagePlan> stage_from_value(const Value& value, const std::string
     OMNI_TRY(s.gpu, f.int_list("gpu", 0));
     OMNI_TRY(s.tp_size, f.small_integer("tp_size", 1));
     OMNI_TRY(s.endpoint, f.string("endpoint"));
+    OMNI_TRY(s.replicas, f.small_integer("replicas", 1));
+    OMNI_TRY(s.replica_endpoints, f.string_list("replica_endpoints"));
+    if (s.replicas > config::kMaxReplicas) {
+        return field_error(f.path("replicas"), "must be at most " +
+                                                   std::to_string(config::kMaxReplicas) + ", got " +
+                                                   std::to_string(s.replicas));
+    }
+    if (s.replica_endpoints.size() != (s.replicas > 1 ? static_cast<std::size_t>(s.replicas) : 0)) {
+        return field_error(f.path("replica_endpoints"),
+                           "needs one endpoint per replica (" + std::to_string(s.replicas) +
+                               "), got " + std::to_string(s.replica_endpoints.size()));
+    }
     OMNI_TRY(const Value* relay, f.get("relay"));
     OMNI_TRY(s.relay, relay_from_value(*relay, f.path("relay")));
     OMNI_TRY(s.next, f.string_list("next"));
@@ -240,6 +252,12 @@ Result<config::ProcessPlan> process_from_value(const Value& value, const std::st
         OMNI_TRY(p.tp, tp_from_value(*tp, f.path("tp")));
     }
     OMNI_TRY(p.relay_rank, f.integer("relay_rank", -1));
+    OMNI_TRY(p.replicas, f.small_integer("replicas", 1));
+    OMNI_TRY(p.replica, f.small_integer("replica", 0));
+    if (p.replicas > config::kMaxReplicas || p.replica >= p.replicas) {
+        return field_error(f.path("replica"), "replica " + std::to_string(p.replica) + " of " +
+                                                  std::to_string(p.replicas) + " is out of range");
+    }
     OMNI_RETURN_IF_ERROR(f.finish());
     return p;
 }

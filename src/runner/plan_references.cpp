@@ -1,4 +1,5 @@
 // The cross-reference checks of a decoded plan (plan_decode.cpp decodes the fields).
+#include <algorithm>
 #include <set>
 
 #include "runner/plan_format.h"
@@ -44,6 +45,16 @@ class References {
             std::string path = indexed("processes", i);
             OMNI_RETURN_IF_ERROR(stages(path + ".stages", p.stages));
             if (p.tp) OMNI_RETURN_IF_ERROR(stage(path + ".tp.stage", p.tp->stage));
+            // A replica process binds its stages' endpoints of its replica index.
+            for (const auto& name : p.stages) {
+                const config::StagePlan* hosted = plan.find_stage(name);
+                if (hosted != nullptr && std::max(hosted->replicas, 1) != p.replicas) {
+                    return field_error(path + ".replicas",
+                                       "process " + quoted(p.name) + " has " +
+                                           std::to_string(p.replicas) + " replicas, stage " +
+                                           quoted(name) + " " + std::to_string(hosted->replicas));
+                }
+            }
         }
         for (std::size_t i = 0; i < plan.edges.size(); ++i) {
             std::string path = indexed("edges", i);

@@ -1,7 +1,9 @@
 #include "runner/plan_codec.h"
 
 #include <gtest/gtest.h>
+
 #include <sys/stat.h>
+#include <functional>
 
 #include <cmath>
 #include <cstdlib>
@@ -48,6 +50,8 @@ void expect_same_plan(const RuntimePlan& a, const RuntimePlan& b) {
         EXPECT_EQ(x.gpu, y.gpu);
         EXPECT_EQ(x.tp_size, y.tp_size);
         EXPECT_EQ(x.endpoint, y.endpoint);
+        EXPECT_EQ(x.replicas, y.replicas);
+        EXPECT_EQ(x.replica_endpoints, y.replica_endpoints);
         EXPECT_EQ(x.relay.backend, y.relay.backend);
         EXPECT_EQ(x.relay.device, y.relay.device);
         EXPECT_EQ(x.relay.slot_size_mb, y.relay.slot_size_mb);
@@ -86,6 +90,8 @@ void expect_same_plan(const RuntimePlan& a, const RuntimePlan& b) {
             EXPECT_EQ(x.tp->endpoint, y.tp->endpoint);
         }
         EXPECT_EQ(x.relay_rank, y.relay_rank);
+        EXPECT_EQ(x.replica, y.replica);
+        EXPECT_EQ(x.replicas, y.replicas);
     }
     ASSERT_EQ(a.edges.size(), b.edges.size());
     for (std::size_t i = 0; i < a.edges.size(); ++i) {
@@ -396,6 +402,73 @@ TEST_F(PlanValue, LongNamesAreShortenedInMessages) {
 }
 
 // --- hostile bytes -------------------------------------------------------------------------
+
+// A plan with a replicated process group: stage b and c run in processes g.r0 and g.r1.
+RuntimePlan replicated_plan() {
+    RuntimePlan plan = full_plan();
+    plan.stages.resize(1);  // a only; TP stage b is replaced
+    plan.processes.resize(1);
+    plan.edges.clear();
+    plan.terminal_stages = {"b"};
+    config::StagePlan b;
+    b.name = "b";
+    b.factory = "test.identity";
+    b.process = "g.r0";
+    b.processes = {"g.r0", "g.r1"};
+    b.endpoint = "tcp://h:5";
+    b.replicas = 2;
+    b.replica_endpoints = {"tcp://h:5", "tcp://h:6"};
+    b.terminal = true;
+    b.relay = plan.stages[0].relay;
+    plan.stages.push_back(b);
+    plan.stages[0].next = {"b"};
+    plan.stages[0].processes = {plan.stages[0].process};
+    for (int k = 0; k < 2; ++k) {
+        plan.processes.push_back(config::ProcessPlan{.name = "g.r" + std::to_string(k),
+                                                     .stages = {"b"},
+                                                     .relay_rank = k + 1,
+                                                     .replica = k,
+                                                     .replicas = 2});
+    }
+    return plan;
+}
+
+TEST(PlanCodec, RoundTripsReplicas) {
+    RuntimePlan plan = replicated_plan();
+    RuntimePlan decoded = round_trip(plan);
+    expect_same_plan(plan, decoded);
+    EXPECT_EQ(decoded.processes[2].replica, 1);
+    EXPECT_EQ(decoded.stages[1].replica_endpoints[1], "tcp://h:6");
+}
+
+TEST(PlanCodec, HostileReplicaValuesAreErrors) {
+    auto error_of = [](const std::function<void(Value&)>& edit) {
+        Value value = plan_to_value(replicated_plan());
+        edit(value);
+        return decode_error(value);
+    };
+    auto has = [](const std::string& message, const std::string& part) {
+        return message.find(part) != std::string::npos;
+    };
+    EXPECT_TRUE(has(error_of([](Value& v) { v["processes"].as_list()[2]["replica"] = Value(2); }),
+                    "processes[2].replica: replica 2 of 2 is out of range"));
+    EXPECT_TRUE(has(error_of([](Value& v) { v["processes"].as_list()[2]["replica"] = Value(-1); }),
+                    "processes[2].replica"));
+    EXPECT_TRUE(has(error_of([](Value& v) { v["processes"].as_list()[1]["replicas"] = Value(0); }),
+                    "processes[1].replicas"));
+    EXPECT_TRUE(has(error_of([](Value& v) { v["stages"].as_list()[1]["replicas"] = Value(65); }),
+                    "stages[1].replicas: must be at most 64"));
+    EXPECT_TRUE(has(error_of([](Value& v) {
+                        v["stages"].as_list()[1]["replica_endpoints"] = Value(List{"tcp://h:5"});
+                    }),
+                    "stages[1].replica_endpoints: needs one endpoint per replica (2), got 1"));
+    // A replica process whose stage has another replica count would bind a missing endpoint.
+    EXPECT_TRUE(has(error_of([](Value& v) {
+                        auto& p = v["processes"].as_list()[2];
+                        p["stages"] = Value(List{"a"});
+                    }),
+                    "process 'g.r1' has 2 replicas, stage 'a' 1"));
+}
 
 TEST(PlanBytes, EveryTruncationFails) {
     auto bytes = *encode_plan(full_plan());

@@ -32,14 +32,20 @@ void health(ApiState& state, std::shared_ptr<http::HttpExchange> http) {
                       {"processed", stage.processed},
                       {"compute_seconds", static_cast<double>(stage.compute_ns) / 1e9}};
         if (!stage.down_reason.empty()) entry["down_reason"] = stage.down_reason;
+        if (stage.replica >= 0) {
+            entry["replica_of"] = stage.replica_of;
+            entry["replica"] = stage.replica;
+        }
         stages.push_back(std::move(entry));
     }
-    json body = {{"status", report.healthy ? "ok" : "unhealthy"},
+    // Degraded: replicas are down but every stage has one serving, so every request is served.
+    const bool serving = report.healthy || report.degraded;
+    json body = {{"status", report.healthy ? "ok" : (report.degraded ? "degraded" : "unhealthy")},
                  {"model", state.options.model_name},
                  {"stages", std::move(stages)},
                  {"requests", report.requests_by_state}};
     if (!report.healthy) body["reason"] = report.reason;
-    exchange.respond_json(report.healthy ? 200 : 503,
+    exchange.respond_json(serving ? 200 : 503,
                           body.dump(-1, ' ', false, json::error_handler_t::replace));
 }
 

@@ -81,6 +81,8 @@ OmniRequest to_omni_request(const ChatRequest& request) {
     Map metadata;
     metadata.emplace("api", Value("chat.completions"));
     metadata.emplace("model", Value(request.model));
+    // The routing key of stage replicas (pipeline/replica_routing.h).
+    if (!request.user.empty()) metadata.emplace("user", Value(request.user));
     out.metadata = Value(std::move(metadata));
     return out;
 }

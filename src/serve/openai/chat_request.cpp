@@ -155,6 +155,8 @@ ProtocolResult<ChatRequest> parse_chat_request(std::string_view body, const Requ
     OMNI_TRY_P(auto overrides, parse_stage_overrides(json, limits));
     out.stage_sampling = std::move(overrides.sampling);
     out.stage_params = std::move(overrides.params);
+    OMNI_TRY_P(auto user, read_string(json, "user", "", 256));
+    if (user) out.user = std::move(*user);
     return out;
 }
 

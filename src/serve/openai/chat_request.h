@@ -56,6 +56,7 @@ struct ChatRequest {
     std::optional<std::int64_t> top_logprobs;  // [0, 20] alternatives per token; needs logprobs
     std::map<std::string, SamplingParams> stage_sampling;
     std::map<std::string, Value> stage_params;  // each value is a map
+    std::string user;  // the client's end-user id: keeps its requests on one stage replica
     friend bool operator==(const ChatRequest&, const ChatRequest&) = default;
 
     [[nodiscard]] bool wants_audio() const;
@@ -73,7 +74,7 @@ struct ChatRequest {
 // params {"sampling": {..., "logprobs"?: true, "top_logprobs"?: n}, "stage_sampling": {stage:
 // {...}}, "stage_params": {stage: {...}},
 //         "max_tokens"?, "stop": [...], "seed"?, "stream": bool}
-// metadata {"api": "chat.completions", "model"}
+// metadata {"api": "chat.completions", "model", "user"? (when the request names one)}
 [[nodiscard]] OmniRequest to_omni_request(const ChatRequest& request);
 
 // Shared with the speech decoder: stage_sampling / stage_params (absent -> empty).

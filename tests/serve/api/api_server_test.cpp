@@ -436,6 +436,52 @@ TEST_F(ApiServerTest, HealthAndMetricsShowARestartingStage) {
     EXPECT_EQ(text->status, 200) << text->body;
 }
 
+TEST_F(ApiServerTest, HealthIsDegradedWhileAReplicaRestartsAndEveryRequestIsServed) {
+    // The demo's thinker process as two replicas; an hour of back-off keeps r1 restarting.
+    std::string yaml = read_file(source_path("configs/demo.yaml")) +
+                       "\nrestart: {backoff_initial_ms: 3600000, backoff_max_ms: 3600000}\n";
+    for (const char* stage : {"name: thinker\n", "name: decode\n"}) {
+        yaml.insert(yaml.find(stage) + std::string(stage).size(), "    replicas: 2\n");
+    }
+    start({}, yaml, Layout{runner::Placement::processes, false, "processes"});
+    ASSERT_EQ(::kill(pipeline_->process_ids().at("thinker.r1"), SIGKILL), 0);
+    ASSERT_TRUE(eventually([&] {
+        for (const auto& stage : pipeline_->health().stages) {
+            if (stage.stage == "thinker.r1") return stage.state == pipeline::StageState::restarting;
+        }
+        return false;
+    }));
+    auto health = call(get("/health"));
+    ASSERT_TRUE(health);
+    EXPECT_EQ(health->status, 200) << health->body;
+    auto body = json::parse(health->body);
+    EXPECT_EQ(body["status"], "degraded");
+    EXPECT_NE(body["reason"].get<std::string>().find("stage 'decode.r1' is restarting"),
+              std::string::npos)
+        << health->body;
+    int replicas = 0;
+    for (const auto& stage : body["stages"]) {
+        if (!stage.contains("replica_of")) continue;
+        ++replicas;
+        bool down = stage["replica"] == 1;
+        EXPECT_EQ(stage["state"], down ? "restarting" : "running") << health->body;
+    }
+    EXPECT_EQ(replicas, 4);  // thinker.r0, thinker.r1, decode.r0, decode.r1
+    auto metrics = call(get("/metrics"));
+    ASSERT_TRUE(metrics);
+    EXPECT_NE(metrics->body.find("omnirt_stage_state{stage=\"thinker.r1\",state=\"restarting\"} 1"),
+              std::string::npos)
+        << metrics->body;
+    // Every user is served by the replica that runs, text and audio alike.
+    for (const std::string user : {"alice", "bob", "carol", "dave"}) {
+        auto text = call(post("/v1/chat/completions", chat_body("hi " + user, {{"user", user}})));
+        ASSERT_TRUE(text);
+        ASSERT_EQ(text->status, 200) << text->body;
+        EXPECT_EQ(json::parse(text->body)["choices"][0]["message"]["content"],
+                  "You said: hi " + user + ".");
+    }
+}
+
 TEST_F(ApiServerTest, MetricsCountRequestsAndLatencies) {
     start();
     ASSERT_TRUE(call(post("/v1/chat/completions", chat_body("x"))));

@@ -615,5 +615,21 @@ TEST(ChatRequest, SamplingExtrasErrors) {
                  "stage_sampling.talker.ignore_eos");
 }
 
+// `user` is the routing key of stage replicas (docs/pipeline.md "Replicas").
+TEST(ChatRequest, UserBecomesTheRoutingKeyInMetadata) {
+    auto request = parse(with("user", "alice"));
+    ASSERT_TRUE(request.has_value()) << request.error().message;
+    EXPECT_EQ(request->user, "alice");
+    OmniRequest omni = to_omni_request(*request);
+    ASSERT_NE(omni.metadata.find("user"), nullptr);
+    EXPECT_EQ(*omni.metadata.find("user"), Value("alice"));
+    // Without one, metadata has no user.
+    auto plain = parse(minimal());
+    ASSERT_TRUE(plain.has_value());
+    EXPECT_EQ(to_omni_request(*plain).metadata.find("user"), nullptr);
+    expect_error(with("user", 7), "user");
+    expect_error(with("user", std::string(300, 'u')), "user");
+}
+
 }  // namespace
 }  // namespace omnirt::serve::openai
