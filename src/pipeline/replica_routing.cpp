@@ -84,9 +84,9 @@ std::optional<std::uint64_t> routing_key(const OmniRequest& request) {
         const Value& message = (*list)[i];
         mix_value(hash, message);
         const Value* role = message.is_map() ? message.find("role") : nullptr;
+        // The first turn has the key of every later one, so the second turn finds the
+        // replica that holds the first one's cache (and repeated prompts share a replica).
         if (role != nullptr && role->if_string() != nullptr && role->as_string() == "user") {
-            // A first turn alone is no conversation yet: nothing to be sticky to.
-            if (i + 1 == list->size()) return std::nullopt;
             return hash;
         }
     }

@@ -25,8 +25,8 @@ inline constexpr const char* kReplicaRoutesKey = "replica_routes";
 
 // The sticky key of a request: metadata.user, else metadata.session_id (non-empty strings: the
 // same client or conversation), else a hash of its conversation prefix (inputs.messages up to
-// and including the first user message, which every later turn of the conversation repeats).
-// nullopt: no key (a plain prompt, a first message without history): round-robin.
+// and including the first user message, which every later turn of the conversation repeats, so
+// a conversation's first turn already has its key). nullopt: no key (a plain prompt): round-robin.
 [[nodiscard]] std::optional<std::uint64_t> routing_key(const OmniRequest& request);
 
 // Rendezvous (highest random weight) choice among `serving` replica indexes (non-empty): a key

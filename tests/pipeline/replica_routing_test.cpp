@@ -45,9 +45,9 @@ TEST(ReplicaRouting, TheTurnsOfAConversationShareItsPrefixKey) {
                        message("user", "bye")});
     auto other = chat({system, message("user", "hey"), message("assistant", "hello"),
                        message("user", "how are you")});
-    // A first turn has no history to be sticky to: round-robin.
-    EXPECT_FALSE(routing_key(first).has_value());
-    ASSERT_TRUE(routing_key(second).has_value());
+    // The first turn already has the key of the later ones: the second turn finds its cache.
+    ASSERT_TRUE(routing_key(first).has_value());
+    EXPECT_EQ(routing_key(first), routing_key(second));
     EXPECT_EQ(routing_key(second), routing_key(third));
     EXPECT_NE(routing_key(second), routing_key(other));
     // A user key wins over the prefix.
