@@ -101,7 +101,24 @@ class Unpickler {
         return result_;
     }
 
+    // A pickle can build cycles (a list that holds itself through the memo): the containers are
+    // emptied here so that no shared_ptr cycle outlives the machine.
+    ~Unpickler() {
+        for (const PyRef& value : containers_) {
+            value->items.clear();
+            value->entries.clear();
+        }
+    }
+    Unpickler(const Unpickler&) = delete;
+    Unpickler& operator=(const Unpickler&) = delete;
+
   private:
+    PyRef container(PyValue::Kind kind) {
+        PyRef value = make(kind);
+        containers_.push_back(value);
+        return value;
+    }
+
     unexpected<Error> bad(const std::string& what) const {
         return fail(ErrorCode::invalid_argument, what);
     }
@@ -188,7 +205,7 @@ class Unpickler {
         return push(std::move(value));
     }
     Status push_tuple(std::vector<PyRef> items) {
-        auto value = make(PyValue::Kind::tuple);
+        auto value = container(PyValue::Kind::tuple);
         value->items = std::move(items);
         return push(std::move(value));
     }
@@ -209,10 +226,10 @@ class Unpickler {
                 return false;
             }
             case '}':
-                OMNI_RETURN_IF_ERROR(push(make(PyValue::Kind::dict)));
+                OMNI_RETURN_IF_ERROR(push(container(PyValue::Kind::dict)));
                 return false;
             case ']':
-                OMNI_RETURN_IF_ERROR(push(make(PyValue::Kind::list)));
+                OMNI_RETURN_IF_ERROR(push(container(PyValue::Kind::list)));
                 return false;
             case ')':
                 OMNI_RETURN_IF_ERROR(push_tuple({}));
@@ -437,7 +454,7 @@ class Unpickler {
         const std::string& name = callable.text;
         if (name == "collections.OrderedDict") {
             if (!args.items.empty()) return bad("OrderedDict with arguments");
-            return make(PyValue::Kind::dict);
+            return container(PyValue::Kind::dict);
         }
         if (name == "torch._utils._rebuild_tensor_v2" || name == "torch._utils._rebuild_tensor") {
             return rebuild_tensor(args);
@@ -514,6 +531,7 @@ class Unpickler {
     std::vector<std::size_t> marks_;
     std::unordered_map<std::uint64_t, PyRef> memo_;
     std::unordered_map<std::string, PyRef> storages_;
+    std::vector<PyRef> containers_;  // every tuple, list and dict made
     PyRef result_;
 };
 

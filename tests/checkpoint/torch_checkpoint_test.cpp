@@ -182,6 +182,12 @@ TEST_F(HostileTorchTest, RefusesBrokenPickles) {
     expect_error(open_with("\x80\x02]K\x01K\x02s.", ""), "SETITEM on a non-dict");
     expect_error(open_with("\x80\x02\x8a\x09.", ""), "wider than 64 bits");
     expect_error(open_with("\x80\x02K\x01.", ""), "not a dict");
+    // A list that holds itself (a cycle through the memo): read as data, freed (LSan checks).
+    using namespace std::string_literals;  // the pickles below hold NUL bytes
+    expect_error(open_with("\x80\x02]q\x00h\x00"s + "a.", ""), "not a dict");
+    auto cyclic = open_with("\x80\x02}q\x00"s + unicode("self") + "h\x00s."s, "");
+    ASSERT_TRUE(cyclic.has_value()) << cyclic.error().to_string();
+    EXPECT_TRUE((*cyclic)->names().empty());
     // A persistent id of another shape, and storage keys with no record.
     expect_error(open_with("\x80\x02" + unicode("x") + "Q.", ""), "a persistent id");
     const std::string other_key = "\x80\x02((" + unicode("storage") +
