@@ -16,6 +16,8 @@ packages=(
   nlohmann-json3-dev libyaml-cpp-dev libcli11-dev libspdlog-dev
   # HTTP / WebSocket, tokenizer regex, media
   libboost1.74-dev libpcre2-dev libicu-dev libsndfile1-dev libsoxr-dev
+  # time-stretching that keeps pitch (the speech API's `speed`)
+  librubberband-dev
   libjpeg-dev libpng-dev libwebp-dev libavformat-dev libavcodec-dev libavutil-dev libswscale-dev
   # remote media (http(s) image / audio / video URLs)
   libcurl4-openssl-dev

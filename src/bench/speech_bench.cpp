@@ -250,6 +250,122 @@ Result<SpeechBenchReport> run_code2wav_only(const SpeechBenchOptions& options,
     return report;
 }
 
+// S2-Pro vocoder only: random frames [10] (c_0 below 4096, the residual codes below 1024), one
+// stream chunk each, as s2_pro.tts streams them.
+Value random_s2_pro_frame(std::mt19937_64& rng) {
+    std::vector<std::int64_t> codes(10);
+    for (std::size_t k = 0; k < codes.size(); ++k) {
+        codes[k] = static_cast<std::int64_t>(rng() % (k == 0 ? 4096 : 1024));
+    }
+    return Value(Map{{"codes", Value(Tensor::from_vector(codes, {10}))}});
+}
+
+// One stream through the started vocoder: every frame queued at once, so the time between two
+// audio chunks is the stage's work on the second. Fills `record` and returns the chunks' costs.
+Result<std::vector<VocoderChunkCost>> run_vocoder_stream(pipeline::Scheduler& stage,
+                                                         const std::string& id, std::int64_t frames,
+                                                         std::mt19937_64& rng,
+                                                         StreamRecord& record) {
+    std::vector<Value> chunks;
+    for (std::int64_t i = 0; i < frames; ++i) chunks.push_back(random_s2_pro_frame(rng));
+    record.start = Clock::now();
+    bool pushed = stage.inbox().push(
+        pipeline::IncomingMessage{.request_id = id,
+                                  .kind = pipeline::IncomingKind::new_request,
+                                  .payload = std::make_shared<const StagePayload>(
+                                      StagePayload{.request_id = id, .data = Value(Map{})})});
+    for (std::int64_t i = 0; pushed && i < frames; ++i) {
+        pushed = stage.inbox().push(pipeline::IncomingMessage{
+            .request_id = id,
+            .kind = pipeline::IncomingKind::stream_chunk,
+            .chunk = std::make_shared<const pipeline::StreamChunk>(
+                pipeline::StreamChunk{.chunk_id = i, .chunk = std::move(chunks[i])}),
+            .from_stage = "tts"});
+    }
+    pushed =
+        pushed &&
+        stage.inbox().push(pipeline::IncomingMessage{
+            .request_id = id, .kind = pipeline::IncomingKind::stream_done, .from_stage = "tts"});
+    if (!pushed) return fail(ErrorCode::internal, "the vocoder stage stopped");
+    std::vector<VocoderChunkCost> costs;
+    Clock::time_point last = record.start;
+    while (true) {
+        std::optional<pipeline::OutgoingMessage> message = stage.outbox().pop();
+        if (!message) return fail(ErrorCode::internal, "the vocoder stage stopped");
+        if (message->request_id != id) continue;
+        const Clock::time_point now = Clock::now();
+        if (message->kind == pipeline::OutgoingKind::error) return fail(message->error);
+        if (message->kind == pipeline::OutgoingKind::result) {
+            record.end = now;
+            return costs;
+        }
+        if (!record.first_audio) record.first_audio = now;
+        const Value* audio = message->chunk->chunk.find("audio");
+        if (audio == nullptr || !audio->is_tensor()) continue;
+        const double seconds = static_cast<double>(audio->as_tensor().numel()) / 44100.0;
+        record.audio_seconds += seconds;
+        costs.push_back(
+            VocoderChunkCost{.index = static_cast<int>(costs.size()),
+                             .frames = audio->as_tensor().numel() / 2048,
+                             .audio_end_s = record.audio_seconds,
+                             .ms = std::chrono::duration<double, std::milli>(now - last).count()});
+        last = now;
+    }
+}
+
+Result<SpeechBenchReport> run_vocoder_only(const SpeechBenchOptions& options) {
+    const std::string plugin = options.plugin_path.empty()
+                                   ? (build_directory() / "lib/libomnirt_s2_pro_plugin.so").string()
+                                   : options.plugin_path;
+    OMNI_RETURN_IF_ERROR(config::load_plugins({plugin}, Registry::global()));
+    OMNI_TRY(pipeline::StageFactory factory, pipeline::find_stage_factory("s2_pro.vocoder"));
+    Map args;
+    if (options.model_path.empty()) {
+        args.emplace("load_format", Value(std::string("dummy")));
+        args.emplace("codec_preset",
+                     Value(options.preset == "real" ? std::string("release") : options.preset));
+    } else {
+        args.emplace("model_path", Value(options.model_path));
+    }
+    if (options.first_chunk_frames > 0) {
+        args.emplace("first_chunk_frames", Value(std::int64_t{options.first_chunk_frames}));
+    }
+    OMNI_TRY(std::unique_ptr<pipeline::Scheduler> stage,
+             factory(pipeline::StageContext{
+                 .stage_name = "vocoder", .args = std::move(args), .stream_sources = {"tts"}}));
+    OMNI_RETURN_IF_ERROR(stage->start());
+    struct Stop {
+        pipeline::Scheduler& stage;
+        ~Stop() { stage.stop(); }
+    } stop{*stage};
+    const auto frames = std::max<std::int64_t>(
+        1, static_cast<std::int64_t>(options.audio_seconds * kS2ProFramesPerSecond + 0.5));
+    std::mt19937_64 rng(7);
+    SpeechBenchReport report{.options = options, .cpu = cpu_model()};
+    for (int i = 0; i < options.warmup; ++i) {
+        StreamRecord record;
+        OMNI_TRY(auto costs,
+                 run_vocoder_stream(*stage, "warmup-" + std::to_string(i), frames, rng, record));
+        (void)costs;
+    }
+    std::vector<StreamRecord> records(static_cast<std::size_t>(options.requests));
+    const auto compute_before = stage->compute_time();
+    const Clock::time_point start = Clock::now();
+    for (int i = 0; i < options.requests; ++i) {
+        OMNI_TRY(report.chunk_costs, run_vocoder_stream(*stage, "s" + std::to_string(i), frames,
+                                                        rng, records[static_cast<std::size_t>(i)]));
+    }
+    SpeechLevel level =
+        summarize(1, records, seconds_between(start, Clock::now()), kS2ProFramesPerSecond);
+    if (level.audio_seconds > 0) {
+        level.compute_rtf =
+            std::chrono::duration<double>(stage->compute_time() - compute_before).count() /
+            level.audio_seconds;
+    }
+    report.levels.push_back(std::move(level));
+    return report;
+}
+
 // A speech request for S2-Pro: max_frames frames at most, greedy, and the reference clip (a
 // 220 Hz tone of reference_seconds at 44.1 kHz) when there is one.
 OmniRequest s2_pro_request(int max_frames, double reference_seconds, int index) {
@@ -450,8 +566,15 @@ Result<SpeechBenchReport> run_speech_bench(const SpeechBenchOptions& options) {
     }
     if (options.pipeline == "s2_pro" && options.code2wav_only) {
         return fail(ErrorCode::invalid_argument,
-                    "--code2wav-only drives Qwen3-Omni's vocoder; S2-Pro runs as a pipeline");
+                    "--code2wav-only drives Qwen3-Omni's vocoder; S2-Pro's is --vocoder-only");
     }
+    if (options.vocoder_only &&
+        (options.pipeline != "s2_pro" || options.concurrency != std::vector<int>{1})) {
+        return fail(ErrorCode::invalid_argument,
+                    "--vocoder-only drives S2-Pro's vocoder (--pipeline s2_pro), one stream at a "
+                    "time (--concurrency 1)");
+    }
+    if (options.vocoder_only) return run_vocoder_only(options);
     if (options.reference_seconds < 0 || options.reference_seconds > 60 ||
         (options.reference_seconds > 0 && options.pipeline != "s2_pro")) {
         return fail(ErrorCode::invalid_argument,
@@ -459,7 +582,8 @@ Result<SpeechBenchReport> run_speech_bench(const SpeechBenchOptions& options) {
     }
     if (options.preset == "real" && !options.code2wav_only) {
         return fail(ErrorCode::invalid_argument,
-                    "--preset real (dummy weights at the released sizes) needs --code2wav-only");
+                    "--preset real (dummy weights at the released sizes) needs --code2wav-only "
+                    "or --vocoder-only");
     }
     const fs::path work =
         fs::temp_directory_path() / ("omnirt-bench-speech-" + std::to_string(::getpid()));
@@ -480,7 +604,10 @@ std::string format_speech_table(const SpeechBenchReport& report) {
     std::string out;
     char line[512];
     std::snprintf(line, sizeof line, "speech bench (%s, %s): %s, %s\n",
-                  o.code2wav_only ? "code2wav only" : "pipeline", o.pipeline.c_str(),
+                  o.code2wav_only  ? "code2wav only"
+                  : o.vocoder_only ? "vocoder only"
+                                   : "pipeline",
+                  o.pipeline.c_str(),
                   o.model_path.empty() ? ("preset " + o.preset).c_str() : o.model_path.c_str(),
                   report.cpu.c_str());
     out += line;
@@ -489,6 +616,11 @@ std::string format_speech_table(const SpeechBenchReport& report) {
                       "%.1f s of audio per stream, all frames queued at once, %s, "
                       "max_batch_streams %d\n",
                       o.audio_seconds, o.dtype.c_str(), o.max_batch_streams);
+    } else if (o.vocoder_only) {
+        std::snprintf(line, sizeof line,
+                      "%.1f s of audio per stream, one frame per chunk, all queued at once, "
+                      "float32\n",
+                      o.audio_seconds);
     } else {
         std::snprintf(line, sizeof line, "max_tokens %d, max_frames %d, reference %.1f s\n",
                       o.max_tokens, o.max_frames, o.reference_seconds);
@@ -514,6 +646,17 @@ std::string format_speech_table(const SpeechBenchReport& report) {
             out += "\n";
         }
     }
+    if (!report.chunk_costs.empty()) {
+        out += "audio chunks of the last stream (ms: the stage's work on the chunk):\n";
+        for (const VocoderChunkCost& chunk : report.chunk_costs) {
+            const double chunk_ms = 1000.0 * static_cast<double>(chunk.frames) * 2048 / 44100;
+            std::snprintf(line, sizeof line,
+                          "  chunk %3d: %3lld frames, ends at %6.2f s, %8.1f ms (RTF %.3f)\n",
+                          chunk.index, static_cast<long long>(chunk.frames), chunk.audio_end_s,
+                          chunk.ms, chunk_ms > 0 ? chunk.ms / chunk_ms : 0.0);
+            out += line;
+        }
+    }
     return out;
 }
 
@@ -535,7 +678,16 @@ std::string speech_report_json(const SpeechBenchReport& report) {
                           {"rows_per_forward", level.rows_per_forward},
                           {"stage_ms", level.stage_ms}});
     }
-    nlohmann::json json = {{"mode", o.code2wav_only ? "code2wav_only" : "pipeline"},
+    nlohmann::json chunks = nlohmann::json::array();
+    for (const VocoderChunkCost& chunk : report.chunk_costs) {
+        chunks.push_back({{"index", chunk.index},
+                          {"frames", chunk.frames},
+                          {"audio_end_s", chunk.audio_end_s},
+                          {"ms", chunk.ms}});
+    }
+    nlohmann::json json = {{"mode", o.code2wav_only  ? "code2wav_only"
+                                    : o.vocoder_only ? "vocoder_only"
+                                                     : "pipeline"},
                            {"pipeline", o.pipeline},
                            {"reference_seconds", o.reference_seconds},
                            {"max_frames", o.max_frames},
@@ -549,7 +701,8 @@ std::string speech_report_json(const SpeechBenchReport& report) {
                            {"max_batch_streams", o.max_batch_streams},
                            {"dtype", o.dtype},
                            {"cpu", report.cpu},
-                           {"levels", levels}};
+                           {"levels", levels},
+                           {"chunks", chunks}};
     return json.dump(2) + "\n";
 }
 

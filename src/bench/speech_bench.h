@@ -48,6 +48,10 @@ struct SpeechBenchOptions {
     int warmup = 1;              // unmeasured streams before the first level
     int first_chunk_frames = 0;  // > 0: overrides the code2wav stage's first_chunk_frames
     bool code2wav_only = false;
+    // S2-Pro: the s2_pro.vocoder stage alone (codec decoder, dummy weights of the preset's codec
+    // sizes; real = the release's), one stream at a time, each frame its own chunk as the AR
+    // stage sends them; reports the cost of every audio chunk as the utterance grows.
+    bool vocoder_only = false;
     int max_tokens = 32;  // pipeline mode: params.max_tokens
     // Pipeline mode: params.stage_sampling.talker.max_tokens, the talker's frames at most (a
     // random-weight talker rarely says its EOS); 50 frames are 4 s of audio. S2-Pro: the
@@ -75,10 +79,19 @@ struct SpeechLevel {
     std::map<std::string, double> stage_ms;  // pipeline mode: compute ms per request per stage
 };
 
+// Vocoder only: one audio chunk of the last measured stream.
+struct VocoderChunkCost {
+    int index = 0;
+    std::int64_t frames = 0;  // codec frames in the chunk
+    double audio_end_s = 0;   // where the chunk ends in the utterance
+    double ms = 0;            // since the previous chunk left (the first: since the start)
+};
+
 struct SpeechBenchReport {
     SpeechBenchOptions options;
     std::string cpu;  // /proc/cpuinfo "model name"
     std::vector<SpeechLevel> levels;
+    std::vector<VocoderChunkCost> chunk_costs;  // vocoder only
 };
 
 [[nodiscard]] Result<SpeechBenchReport> run_speech_bench(const SpeechBenchOptions& options);

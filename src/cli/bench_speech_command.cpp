@@ -26,7 +26,8 @@ void add_bench_speech_command(CLI::App& bench, int& exit_code) {
                         "the preprocessing stage (default 0: none)");
     command->add_option("--preset", options->preset,
                         "Generated checkpoint when no --model-path: tiny, small, or real (the "
-                        "30B-A3B config with dummy weights; --code2wav-only only). Default tiny");
+                        "released sizes with dummy weights; --code2wav-only or --vocoder-only). "
+                        "Default tiny");
     command->add_option("--model-path", options->model_path,
                         "A Qwen3-Omni checkpoint directory (\"none\" for configs/demo.yaml)");
     command->add_option("--config", options->config_path,
@@ -48,8 +49,12 @@ void add_bench_speech_command(CLI::App& bench, int& exit_code) {
                         "Pipeline mode: max_tokens of each chat request (default 32)");
     command->add_flag("--code2wav-only", options->code2wav_only,
                       "Drive the qwen3_omni.code2wav stage alone with random codes");
+    command->add_flag("--vocoder-only", options->vocoder_only,
+                      "With --pipeline s2_pro: drive the s2_pro.vocoder stage alone (dummy "
+                      "weights of the preset's codec; real = the release's sizes) and report "
+                      "the cost of every audio chunk");
     command->add_option("--audio-seconds", options->audio_seconds,
-                        "Code2wav only: seconds of audio per stream (default 4)");
+                        "Code2wav / vocoder only: seconds of audio per stream (default 4)");
     command->add_option("--max-batch-streams", options->max_batch_streams,
                         "Code2wav only: the stage's max_batch_streams (default 8)");
     command->add_option("--dtype", options->dtype, "Code2wav only: float32 (default) or bfloat16");

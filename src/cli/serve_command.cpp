@@ -38,6 +38,7 @@ struct ServeOptions {
     std::string log_level = "info";
     std::vector<std::string> overrides;
     std::string allowed_media_dir;
+    std::string voices_dir;
     bool allow_remote_media = false;
     double request_timeout_s = 0;
     double drain_timeout_s = 30;
@@ -103,6 +104,8 @@ void load_model_files(const config::PipelineConfig& config, serve::api::ApiServe
     auto json = nlohmann::json::parse(file, nullptr, /*allow_exceptions=*/false);
     if (auto family = models::builtin_families().detect_directory(directory); family) {
         options.render_chat = (*family)->render_chat;
+        // A family's speech stages make audio at speed 1: the server applies `speed`.
+        options.time_stretch_speech = true;
         if ((*family)->voices && json.is_object()) options.voices = (*family)->voices(json);
     } else {
         spdlog::info("/tokenize takes prompts only (no chat template): {}", family.error().message);
@@ -111,6 +114,31 @@ void load_model_files(const config::PipelineConfig& config, serve::api::ApiServe
         json.is_object() && it != json.end() && it->is_number_integer()) {
         options.max_model_len = it->get<std::int64_t>();
     }
+}
+
+// The saved voices of --voices-dir (serve/api/saved_voices.h); only for a model family whose
+// speech pipeline clones voices from references.
+Result<std::shared_ptr<const serve::api::SavedVoices>> load_saved_voices(
+    const ServeOptions& options, const config::PipelineConfig& config,
+    const serve::openai::RequestLimits& limits) {
+    if (options.voices_dir.empty()) return nullptr;
+    const models::FamilyRegistry& families = models::builtin_families();
+    auto family = families.detect_directory(config.model_path);
+    if (!family || !(*family)->clones_voices) {
+        std::string cloning;
+        for (const models::ModelFamily& known : families.families()) {
+            if (known.clones_voices) cloning += (cloning.empty() ? "" : ", ") + known.name;
+        }
+        return fail(ErrorCode::invalid_argument,
+                    "--voices-dir: saved voices are references to clone, and the model at '" +
+                        config.model_path + "' " +
+                        (family ? "(" + (*family)->name + ") does not clone voices"
+                                : "has no known model family") +
+                        " (families that do: " + (cloning.empty() ? "none" : cloning) + ")");
+    }
+    OMNI_TRY(auto voices, serve::api::SavedVoices::load(options.voices_dir, limits));
+    spdlog::info("--voices-dir {}: {} saved voice(s)", options.voices_dir, voices->size());
+    return voices;
 }
 
 int serve(const ServeOptions& options) {
@@ -136,6 +164,13 @@ int serve(const ServeOptions& options) {
         std::cerr << "omnirt serve: " << config.error().to_string() << "\n";
         return 1;
     }
+    serve::openai::RequestLimits limits;
+    limits.max_body_bytes = options.max_body_mb << 20;
+    auto saved_voices = load_saved_voices(options, *config, limits);
+    if (!saved_voices) {
+        std::cerr << "omnirt serve: " << saved_voices.error().to_string() << "\n";
+        return 1;
+    }
     auto pipeline = runner::Pipeline::start(*config);
     if (!pipeline) {
         std::cerr << "omnirt serve: " << pipeline.error().to_string() << "\n";
@@ -151,7 +186,8 @@ int serve(const ServeOptions& options) {
             std::chrono::milliseconds(static_cast<std::int64_t>(options.request_timeout_s * 1000)),
         .profile_dir = options.profile_dir};
     load_model_files(*config, server_options);
-    server_options.limits.max_body_bytes = options.max_body_mb << 20;
+    server_options.limits = limits;
+    server_options.saved_voices = std::move(*saved_voices);
     server_options.media.allowed_local_dir = options.allowed_media_dir;
     server_options.media.allow_remote = options.allow_remote_media;
     server_options.http.host = options.host;
@@ -262,6 +298,9 @@ void add_serve_command(CLI::App& app, int& exit_code) {
     command->add_option("--set", options->overrides, "Override a config field: path=value");
     command->add_option("--allowed-media-dir", options->allowed_media_dir,
                         "Directory local media paths (file://) may name (default: none allowed)");
+    command->add_option("--voices-dir", options->voices_dir,
+                        "Saved reference voices a speech request's `voice` may name (a model "
+                        "that clones voices; docs/serve_openai.md has the layout)");
     command->add_flag("--allow-remote-media", options->allow_remote_media,
                       "Pass http(s) media URLs on to the stages (default: 400)");
     command->add_option("--request-timeout", options->request_timeout_s,

@@ -105,6 +105,9 @@ struct ModelFamily {
     // The voices a checkpoint speaks with (config.json), lower-case; empty: no speech out (or no
     // fixed list). The server answers a request for another voice with a 400. May be empty.
     std::function<std::vector<std::string>(const nlohmann::json& config)> voices;
+    // The family's speech pipeline clones the voice of inputs.references (reference clips), so
+    // `omnirt serve --voices-dir` may map a request's `voice` onto saved references.
+    bool clones_voices = false;
     // Registers the family's torch-free stage factories with the global registry. Idempotent.
     std::function<Status()> register_stages;
     // The stage factory of the family's autoregressive model (in the plugin): "qwen3.thinker".

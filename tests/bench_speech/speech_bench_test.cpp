@@ -113,6 +113,9 @@ TEST(SpeechBench, OptionErrors) {
                  "--audio-seconds");
     expect_error({.code2wav_only = true, .max_batch_streams = 0}, ErrorCode::invalid_argument,
                  "--max-batch-streams");
+    expect_error({.vocoder_only = true}, ErrorCode::invalid_argument, "--vocoder-only");
+    expect_error({.pipeline = "s2_pro", .concurrency = {2}, .vocoder_only = true},
+                 ErrorCode::invalid_argument, "--concurrency 1");
     // A plugin that does not exist, a config that does not exist.
     SpeechBenchOptions no_plugin{.code2wav_only = true, .plugin_path = "/nonexistent/plugin.so"};
     auto report = run_speech_bench(no_plugin);
@@ -124,6 +127,29 @@ TEST(SpeechBench, OptionErrors) {
     ASSERT_FALSE(report.has_value());
     EXPECT_NE(report.error().message.find("/nonexistent/c.yaml"), std::string::npos)
         << report.error().message;
+}
+
+// S2-Pro's vocoder alone on the tiny codec (dummy weights): every frame its own chunk, the first
+// audio chunk after 5 frames, the rest at the end; each chunk's cost reported.
+TEST(SpeechBenchTest, S2ProVocoderOnlyReportsEveryChunk) {
+    SpeechBenchOptions options{.pipeline = "s2_pro",
+                               .requests = 1,
+                               .warmup = 0,
+                               .vocoder_only = true,
+                               .audio_seconds = 1.0};
+    auto report = run_speech_bench(options);
+    ASSERT_TRUE(report.has_value()) << report.error().to_string();
+    ASSERT_EQ(report->levels.size(), 1u);
+    EXPECT_EQ(report->levels[0].failed, 0);
+    ASSERT_EQ(report->chunk_costs.size(), 2u);
+    EXPECT_EQ(report->chunk_costs[0].frames, 5);
+    EXPECT_EQ(report->chunk_costs[0].frames + report->chunk_costs[1].frames, 22);
+    EXPECT_NEAR(report->chunk_costs[1].audio_end_s, 22 * 2048 / 44100.0, 1e-9);
+    EXPECT_GT(report->chunk_costs[1].ms, 0);
+    const auto json = nlohmann::json::parse(speech_report_json(*report));
+    EXPECT_EQ(json["mode"], "vocoder_only");
+    EXPECT_EQ(json["chunks"].size(), 2u);
+    EXPECT_NE(format_speech_table(*report).find("chunk   1:"), std::string::npos);
 }
 
 }  // namespace

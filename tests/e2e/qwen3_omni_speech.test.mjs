@@ -123,7 +123,7 @@ test('GET /v1/audio/voices lists the talker\'s speakers', async () => {
     const response = await fetch(`${server.origin}/v1/audio/voices`);
     assert.equal(response.status, 200);
     assert.deepEqual(await response.json(), {
-        voices: ['aiden', 'chelsie', 'ethan'].map((id) => ({ id, name: id })),
+        voices: ['aiden', 'chelsie', 'ethan'].map((id) => ({ id, name: id, kind: 'preset' })),
     });
 });
 

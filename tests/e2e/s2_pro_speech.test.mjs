@@ -1,39 +1,51 @@
 // Fish Audio S2-Pro behind POST /v1/audio/speech: `omnirt serve --model-path DIR` on a generated
 // tiny S2-Pro checkpoint (the family's TTS pipeline: preprocess -> AR -> streaming vocoder),
 // without a reference, with reference audio (base64, a data: URL, the legacy ref_audio /
-// ref_text, a path in the allowed media directory) and with reference codes; malformed
-// references are 400s naming the field.
+// ref_text, a path in the allowed media directory), with reference codes and with saved voices
+// (--voices-dir); `speed` time-stretches keeping the length exact; every response_format decodes
+// (ffprobe) as a file, over SSE and as a raw stream; malformed input is a 400 naming the field.
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 
 import { omnirtBinary, startServer } from './server.mjs';
-import { assertOpenAIError, kRequestTimeoutMs, makeWav, parseWav, runProcess } from './helpers.mjs';
+import { assertOpenAIError, decodeBase64, kRequestTimeoutMs, makeWav, parseWav, runProcess,
+         sseData } from './helpers.mjs';
 
 let dir;
 let mediaDir;
+let voicesDir;
 let server;
 let modelId;
 const voice = makeWav({ sampleRate: 16_000, seconds: 0.2, hz: 220 });
+const kCodes = Array.from({ length: 10 }, (_, k) => [k, k + 1, k + 2]);
 
 before(async () => {
     dir = await mkdtemp(path.join(os.tmpdir(), 'omnirt-e2e-s2-'));
     mediaDir = await mkdtemp(path.join(os.tmpdir(), 'omnirt-e2e-s2-media-'));
     await writeFile(path.join(mediaDir, 'voice.wav'), voice);
+    voicesDir = await mkdtemp(path.join(os.tmpdir(), 'omnirt-e2e-s2-voices-'));
+    await writeFile(path.join(voicesDir, 'alice.wav'), voice);
+    await writeFile(path.join(voicesDir, 'alice.txt'), 'A voice.');
+    await writeFile(path.join(voicesDir, 'bob.codes.json'), JSON.stringify(kCodes));
+    await writeFile(path.join(voicesDir, 'bob.txt'), 'A reference.');
+    await writeFile(path.join(voicesDir, 'README.md'), 'not a voice');
     const made = await runProcess(omnirtBinary(), ['make-checkpoint', '--arch', 's2_pro', '--preset',
                                                    'tiny', '--quiet', '--out', dir]);
     assert.equal(made.code, 0, made.stderr);
     server = await startServer({ pipeline: 'default',
-                                 args: ['--model-path', dir, '--allowed-media-dir', mediaDir] });
+                                 args: ['--model-path', dir, '--allowed-media-dir', mediaDir,
+                                        '--voices-dir', voicesDir] });
     const models = await (await fetch(`${server.origin}/v1/models`)).json();
     modelId = models.data[0].id;
 });
 
 after(async () => {
     await server?.stop();
-    for (const d of [dir, mediaDir]) if (d) await rm(d, { recursive: true, force: true });
+    for (const d of [dir, mediaDir, voicesDir]) if (d) await rm(d, { recursive: true, force: true });
 });
 
 async function speech(extra) {
@@ -70,8 +82,7 @@ test('reference audio as base64, a data: URL, ref_audio / ref_text and an allowe
 });
 
 test('reference codes', async () => {
-    const codes = Array.from({ length: 10 }, (_, k) => [k, k + 1, k + 2]);
-    expectAudio(await speech({ references: [{ text: 'A reference.', vq_codes: codes }] }), 'codes');
+    expectAudio(await speech({ references: [{ text: 'A reference.', vq_codes: kCodes }] }), 'codes');
 });
 
 test('malformed references: 400 naming the field, and the server goes on', async () => {
@@ -88,8 +99,171 @@ test('malformed references: 400 naming the field, and the server goes on', async
         assert.equal(status, 400, `${JSON.stringify(extra)}: ${bytes.toString('utf8', 0, 300)}`);
         assertOpenAIError(JSON.parse(bytes.toString('utf8')), { param });
     }
-    // Bytes that are base64 but no audio: the pipeline's preprocessing refuses them.
-    const garbage = await speech({ references: [{ audio: Buffer.from('not audio').toString('base64') }] });
-    assert.ok(garbage.status >= 400 && garbage.status < 500, `garbage audio: ${garbage.status}`);
+    expectAudio(await speech({}), 'after the errors');
+});
+
+// ---- saved voices -------------------------------------------------------------------------
+
+test('GET /v1/audio/voices lists the saved voices', async () => {
+    const body = await (await fetch(`${server.origin}/v1/audio/voices`)).json();
+    assert.deepEqual(body.voices, [{ id: 'alice', name: 'alice', kind: 'saved' },
+                                   { id: 'bob', name: 'bob', kind: 'saved' }]);
+});
+
+test('a saved voice is its reference: the same audio as sending it', async () => {
+    const saved = expectAudio(await speech({ voice: 'alice' }), 'voice alice');
+    const sent = expectAudio(await speech({ references: [{ text: 'A voice.',
+                                                           audio: voice.toString('base64') }] }),
+                             'alice sent');
+    assert.ok(saved.data.equals(sent.data), 'voice alice == its reference sent in the request');
+    const upper = expectAudio(await speech({ voice: 'ALICE' }), 'voice ALICE');
+    assert.ok(upper.data.equals(saved.data), 'names match case-insensitively');
+    const codes = expectAudio(await speech({ voice: 'bob' }), 'voice bob');
+    const codesSent = expectAudio(await speech({ references: [{ text: 'A reference.',
+                                                                vq_codes: kCodes }] }), 'bob sent');
+    assert.ok(codes.data.equals(codesSent.data), 'voice bob == its codes sent in the request');
+});
+
+test('unknown, hostile and conflicting voices: 400 naming voice', async () => {
+    for (const name of ['carol', 'alloy', '../../etc/passwd', 'alice/../bob', 'a'.repeat(65),
+                        'a'.repeat(5000), 'alice\u0000', '']) {
+        const { status, bytes } = await speech({ voice: name });
+        if (name === '') {
+            expectAudio({ status, bytes }, 'empty voice: none');
+            continue;
+        }
+        assert.equal(status, 400, `${JSON.stringify(name.slice(0, 40))}: ${bytes.toString('utf8', 0, 300)}`);
+        assertOpenAIError(JSON.parse(bytes.toString('utf8')), { param: 'voice' });
+    }
+    const both = await speech({ voice: 'alice', references: [{ text: 'x', vq_codes: kCodes }] });
+    assert.equal(both.status, 400);
+    assertOpenAIError(JSON.parse(both.bytes.toString('utf8')), { param: 'voice' });
+});
+
+// ---- speed ----------------------------------------------------------------------------------
+
+test('speed time-stretches: round(samples / speed), speed 1 untouched', async () => {
+    const plain = expectAudio(await speech({}), 'speed absent');
+    const frames = plain.data.length / 2;
+    const one = expectAudio(await speech({ speed: 1.0 }), 'speed 1');
+    assert.ok(one.data.equals(plain.data), 'speed 1 is bit-identical');
+    for (const speed of [0.5, 2.0, 4.0]) {
+        const stretched = expectAudio(await speech({ speed }), `speed ${speed}`);
+        assert.equal(stretched.data.length / 2, Math.round(frames / speed), `speed ${speed}`);
+    }
+    // Streamed: chunk by chunk through the stretcher, the same length.
+    const events = await speechSse({ response_format: 'pcm', speed: 2.0 });
+    const pcm = Buffer.concat(events.filter((e) => e.type === 'speech.audio.delta')
+        .map((e) => decodeBase64(e.audio)));
+    assert.equal(pcm.length / 2, Math.round(frames / 2), 'streamed at speed 2');
+    for (const speed of [0.1, 4.5, 'fast']) {
+        const { status, bytes } = await speech({ speed });
+        assert.equal(status, 400, `speed ${speed}`);
+        assertOpenAIError(JSON.parse(bytes.toString('utf8')), { param: 'speed' });
+    }
+});
+
+// ---- formats and stream modes ----------------------------------------------------------------
+
+let ffprobe = true;
+try {
+    execFileSync('ffprobe', ['-version'], { stdio: 'ignore' });
+} catch {
+    ffprobe = false;
+}
+
+// ffprobe's view of encoded audio: {codec, sampleRate, channels, duration}.
+async function probe(bytes, format) {
+    const file = path.join(dir, `probe.${format}`);
+    await writeFile(file, bytes);
+    const input = format === 'pcm' ? ['-f', 's16le', '-ar', '44100', '-ac', '1', file] : [file];
+    const result = await runProcess('ffprobe', ['-v', 'error', '-show_entries',
+        'stream=codec_name,sample_rate,channels:format=duration', '-of', 'json', ...input]);
+    assert.equal(result.code, 0, `ffprobe ${format}: ${result.stderr}`);
+    const json = JSON.parse(result.stdout);
+    const stream = json.streams[0];
+    return { codec: stream.codec_name, sampleRate: Number(stream.sample_rate),
+             channels: stream.channels, duration: Number(json.format.duration) };
+}
+
+const kFormats = {
+    wav: { type: 'audio/wav', codec: 'pcm_s16le', rate: 44_100 },
+    pcm: { type: 'audio/pcm', codec: 'pcm_s16le', rate: 44_100 },
+    flac: { type: 'audio/flac', codec: 'flac', rate: 44_100 },
+    mp3: { type: 'audio/mpeg', codec: 'mp3', rate: 44_100 },
+    opus: { type: 'audio/ogg', codec: 'opus', rate: 48_000 },
+};
+
+async function speechSse(extra) {
+    const { status, bytes, headers } = await speech({ stream: true, ...extra });
+    assert.equal(status, 200, bytes.toString('utf8', 0, 300));
+    assert.equal(headers.get('content-type').split(';')[0], 'text/event-stream');
+    return sseData(bytes.toString('utf8')).map((data) => JSON.parse(data));
+}
+
+test('every response_format decodes: file (usage headers), SSE, raw stream', { skip: !ffprobe && 'no ffprobe' }, async () => {
+    const plain = expectAudio(await speech({}), 'reference length');
+    const seconds = plain.data.length / 2 / 44_100;
+    for (const [format, want] of Object.entries(kFormats)) {
+        const file = await speech({ response_format: format });
+        assert.equal(file.status, 200, `${format}: ${file.bytes.toString('utf8', 0, 300)}`);
+        assert.equal(file.headers.get('content-type'), want.type, format);
+        const completion = Number(file.headers.get('x-completion-tokens'));
+        const prompt = Number(file.headers.get('x-prompt-tokens'));
+        assert.ok(completion >= 1 && completion <= 4, `${format}: X-Completion-Tokens ${completion}`);
+        assert.ok(prompt > 0, `${format}: X-Prompt-Tokens ${prompt}`);
+        assert.equal(Number(file.headers.get('x-total-tokens')), prompt + completion);
+        const probed = await probe(file.bytes, format);
+        assert.equal(probed.codec, want.codec, format);
+        assert.equal(probed.sampleRate, want.rate, format);
+        assert.equal(probed.channels, 1, format);
+        assert.ok(Math.abs(probed.duration - seconds) < 0.1,
+                  `${format}: ${probed.duration} s, want ${seconds} s`);
+
+        // SSE: the deltas joined are the format's stream; the last event carries the usage.
+        const events = await speechSse({ response_format: format });
+        const deltas = events.filter((e) => e.type === 'speech.audio.delta');
+        assert.ok(deltas.length >= 1, `${format}: no delta`);
+        const done = events.at(-1);
+        assert.equal(done.type, 'speech.audio.done', format);
+        assert.equal(done.usage.output_tokens, completion, `${format}: usage`);
+        assert.equal(done.usage.input_tokens, prompt, `${format}: usage`);
+        const joined = Buffer.concat(deltas.map((e) => decodeBase64(e.audio)));
+        if (format === 'pcm') {
+            for (const e of deltas) assert.equal(decodeBase64(e.audio).length % 2, 0, 'whole samples');
+        }
+        const streamed = await probe(joined, format);
+        assert.equal(streamed.codec, want.codec, `${format} over SSE`);
+        assert.equal(streamed.sampleRate, want.rate, `${format} over SSE`);
+
+        // Raw: the encoded bytes themselves, chunked.
+        const raw = await speech({ response_format: format, stream_format: 'audio' });
+        assert.equal(raw.status, 200, format);
+        assert.equal(raw.headers.get('content-type'), want.type, `${format} raw`);
+        assert.equal(raw.headers.get('content-length'), null, `${format} raw is chunked`);
+        const rawProbed = await probe(raw.bytes, format);
+        assert.equal(rawProbed.codec, want.codec, `${format} raw`);
+    }
+    const aac = await speech({ response_format: 'aac' });
+    assert.equal(aac.status, 400, 'aac is not produced');
+    assertOpenAIError(JSON.parse(aac.bytes.toString('utf8')), { param: 'response_format' });
+});
+
+test('bad input: 400 naming the field', async () => {
+    const cases = [
+        [{ input: '' }, 'input'],
+        [{ references: [{ audio: Buffer.from('not audio').toString('base64') }] }, 'references[0].audio'],
+        [{ ref_audio: Buffer.from('not audio').toString('base64') }, 'ref_audio'],
+        [{ references: [{ text: 'x', vq_codes: kCodes }, { audio: Buffer.from('RIFF junk').toString('base64') }] },
+         'references[1].audio'],
+        [{ references: [{ text: 'long', audio: makeWav({ sampleRate: 8_000, seconds: 61 }).toString('base64') }] },
+         'references[0].audio'],
+        [{ voice: 'nobody' }, 'voice'],
+    ];
+    for (const [extra, param] of cases) {
+        const { status, bytes } = await speech(extra);
+        assert.equal(status, 400, `${param}: ${bytes.toString('utf8', 0, 300)}`);
+        assertOpenAIError(JSON.parse(bytes.toString('utf8')), { param });
+    }
     expectAudio(await speech({}), 'after the errors');
 });

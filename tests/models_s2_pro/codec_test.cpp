@@ -2,7 +2,8 @@
 // batch; the whole decode equals an independent decode written from the fact sheet on the
 // weights as stored; streaming over any split of the frames (past the 128-frame attention
 // window) equals the whole decode; codes past a codebook are clamped; the directory forms of
-// the codec (codec.safetensors, a "generator." prefix, a lone codec.pth) load or fail clearly;
+// the codec (codec.safetensors, a "generator." prefix, the release's codec.pth in torch.save's
+// layout) load and decode alike, a broken codec.pth fails naming it;
 // the encoder (section 7.4) equals an independent encode and round-trips ceil(N / 2048) frames.
 #include "models/s2_pro/codec_decoder.h"
 #include "models/s2_pro/codec_encoder.h"
@@ -13,6 +14,7 @@
 #include "checkpoint/safetensors_writer.h"
 #include "checkpoint/test_support.h"
 #include "codec_reference.h"
+#include "support/torch_save.h"
 #include "torch_bridge/torch_tensor.h"
 
 namespace omnirt::models::s2_pro {
@@ -121,12 +123,27 @@ TEST_F(S2ProCodecTest, OpensCodecSafetensorsWithOrWithoutTheGeneratorPrefix) {
         const at::Tensor codes = random_codes(1, 2, 6);
         EXPECT_TRUE(at::equal(*(*opened)->decode(codes), *decoder_->decode(codes)));
     }
+    // The release's form: codec.pth in torch.save's layout, read as it is.
     const auto pickle = dir / "pickle";
     std::filesystem::create_directories(pickle);
-    checkpoint::testing::write_text(pickle / std::string(kCodecPickleFile), "not read");
-    auto refused = CodecDecoder::open(pickle);
+    std::vector<std::pair<std::string, Tensor>> state;
+    for (const auto& [name, value] : weights_) {
+        state.emplace_back("generator." + name, *torch_bridge::from_torch(value.contiguous()));
+    }
+    omnirt::testing::write_torch_save(pickle / std::string(kCodecPickleFile), state);
+    auto from_pickle = CodecDecoder::open(pickle);
+    ASSERT_TRUE(from_pickle.has_value()) << from_pickle.error().to_string();
+    const at::Tensor codes = random_codes(2, 3, 8);
+    EXPECT_TRUE(at::equal(*(*from_pickle)->decode(codes), *decoder_->decode(codes)));
+    auto encoder = CodecEncoder::open(pickle);
+    ASSERT_TRUE(encoder.has_value()) << encoder.error().to_string();
+    const auto broken_pickle = dir / "broken_pickle";
+    std::filesystem::create_directories(broken_pickle);
+    checkpoint::testing::write_text(broken_pickle / std::string(kCodecPickleFile), "not a zip");
+    auto refused = CodecDecoder::open(broken_pickle);
     ASSERT_FALSE(refused.has_value());
-    EXPECT_EQ(refused.error().code, ErrorCode::unimplemented);
+    EXPECT_EQ(refused.error().code, ErrorCode::invalid_argument);
+    EXPECT_NE(refused.error().message.find("codec.pth"), std::string::npos);
     auto none = CodecDecoder::open(dir / "nowhere");
     ASSERT_FALSE(none.has_value());
     EXPECT_EQ(none.error().code, ErrorCode::not_found);

@@ -179,6 +179,59 @@ TEST(S2ProVocoderStageArgsTest, MissingCodecOrModelPathFails) {
         .stage_name = "v", .args = Map{{"model_path", Value("/nonexistent/s2")}}});
     ASSERT_FALSE(missing.has_value());
     EXPECT_EQ(missing.error().code, ErrorCode::not_found);
+    auto format = make_vocoder_stage(
+        pipeline::StageContext{.stage_name = "v", .args = Map{{"load_format", Value("pickle")}}});
+    ASSERT_FALSE(format.has_value());
+    EXPECT_NE(format.error().message.find("load_format"), std::string::npos);
+    auto preset = make_vocoder_stage(pipeline::StageContext{
+        .stage_name = "v",
+        .args = Map{{"load_format", Value("dummy")}, {"codec_preset", Value("huge")}}});
+    ASSERT_FALSE(preset.has_value());
+    EXPECT_NE(preset.error().message.find("codec_preset"), std::string::npos);
+}
+
+// load_format dummy (benchmarks): no model_path, seeded weights of a preset's codec sizes; the
+// same seed gives the same audio, 2048 samples per frame.
+TEST(S2ProVocoderStageArgsTest, DummyWeightsNeedNoCheckpoint) {
+    std::vector<at::Tensor> audio;
+    for (int run = 0; run < 2; ++run) {
+        auto stage =
+            make_vocoder_stage(pipeline::StageContext{.stage_name = "v",
+                                                      .args = Map{{"load_format", Value("dummy")},
+                                                                  {"codec_preset", Value("tiny")},
+                                                                  {"dummy_seed", Value(3)}},
+                                                      .stream_sources = {"tts"}});
+        ASSERT_TRUE(stage.has_value()) << stage.error().to_string();
+        ASSERT_TRUE((*stage)->start().has_value());
+        ASSERT_TRUE((*stage)->inbox().push(pipeline::IncomingMessage{
+            .request_id = "r",
+            .kind = pipeline::IncomingKind::stream_chunk,
+            .chunk = std::make_shared<const pipeline::StreamChunk>(pipeline::StreamChunk{
+                .chunk_id = 0, .chunk = Value(Map{{"codes", Value(omni(codes_of(6, 9)))}})}),
+            .from_stage = "tts"}));
+        ASSERT_TRUE((*stage)->inbox().push(pipeline::IncomingMessage{
+            .request_id = "r", .kind = pipeline::IncomingKind::stream_done, .from_stage = "tts"}));
+        ASSERT_TRUE((*stage)->inbox().push(
+            pipeline::IncomingMessage{.request_id = "r",
+                                      .kind = pipeline::IncomingKind::new_request,
+                                      .payload = std::make_shared<const StagePayload>(
+                                          StagePayload{.request_id = "r", .data = Value(Map{})})}));
+        std::vector<at::Tensor> pieces;
+        while (true) {
+            auto message = (*stage)->outbox().pop();
+            ASSERT_TRUE(message.has_value());
+            if (message->kind != pipeline::OutgoingKind::stream) {
+                EXPECT_EQ(message->kind, pipeline::OutgoingKind::result);
+                break;
+            }
+            pieces.push_back(
+                torch_bridge::to_torch(message->chunk->chunk.find("audio")->as_tensor()).clone());
+        }
+        (*stage)->stop();
+        audio.push_back(at::cat(pieces));
+    }
+    EXPECT_EQ(audio[0].numel(), 6 * 2048);
+    EXPECT_TRUE(at::equal(audio[0], audio[1]));
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "checkpoint/config_json.h"
 #include "models/qwen3/tiny_tokenizer.h"
 
 namespace omnirt::models::qwen3 {
@@ -17,27 +18,15 @@ constexpr std::int64_t kMaxLayers = 4096;
 constexpr std::int64_t kMaxExperts = 65536;
 
 unexpected<Error> config_error(const std::string& message) {
-    return fail(ErrorCode::invalid_argument, "Qwen3 config: " + message);
-}
-
-std::string shown(const json& value) {
-    std::string text = value.dump();
-    if (text.size() > 40) text = text.substr(0, 37) + "...";
-    return text;
-}
-
-// nullptr when absent or null.
-const json* member(const json& object, std::string_view key) {
-    auto it = object.find(key);
-    if (it == object.end() || it->is_null()) return nullptr;
-    return &*it;
+    return checkpoint::config_error("Qwen3", message);
 }
 
 Result<std::optional<std::int64_t>> optional_int(const json& object, std::string_view key) {
-    const json* value = member(object, key);
+    const json* value = checkpoint::json_member(object, key);
     if (value == nullptr) return std::optional<std::int64_t>();
     if (!value->is_number_integer()) {
-        return config_error(std::string(key) + " must be an integer, not " + shown(*value));
+        return config_error(std::string(key) + " must be an integer, not " +
+                            checkpoint::shown_json(*value));
     }
     if (value->is_number_unsigned() &&
         value->get<std::uint64_t>() >
@@ -58,30 +47,33 @@ Status read_int(const json& object, std::string_view key, std::int64_t& out, boo
 }
 
 Status read_number(const json& object, std::string_view key, double& out) {
-    const json* value = member(object, key);
+    const json* value = checkpoint::json_member(object, key);
     if (value == nullptr) return ok_status();
     if (!value->is_number()) {
-        return config_error(std::string(key) + " must be a number, not " + shown(*value));
+        return config_error(std::string(key) + " must be a number, not " +
+                            checkpoint::shown_json(*value));
     }
     out = value->get<double>();
     return ok_status();
 }
 
 Status read_bool(const json& object, std::string_view key, bool& out) {
-    const json* value = member(object, key);
+    const json* value = checkpoint::json_member(object, key);
     if (value == nullptr) return ok_status();
     if (!value->is_boolean()) {
-        return config_error(std::string(key) + " must be true or false, not " + shown(*value));
+        return config_error(std::string(key) + " must be true or false, not " +
+                            checkpoint::shown_json(*value));
     }
     out = value->get<bool>();
     return ok_status();
 }
 
 Status read_string(const json& object, std::string_view key, std::string& out) {
-    const json* value = member(object, key);
+    const json* value = checkpoint::json_member(object, key);
     if (value == nullptr) return ok_status();
     if (!value->is_string()) {
-        return config_error(std::string(key) + " must be a string, not " + shown(*value));
+        return config_error(std::string(key) + " must be a string, not " +
+                            checkpoint::shown_json(*value));
     }
     out = value->get<std::string>();
     return ok_status();
@@ -89,7 +81,7 @@ Status read_string(const json& object, std::string_view key, std::string& out) {
 
 Status read_int_list(const json& object, std::string_view key, std::vector<std::int64_t>& out,
                      bool allow_single) {
-    const json* value = member(object, key);
+    const json* value = checkpoint::json_member(object, key);
     if (value == nullptr) return ok_status();
     out.clear();
     if (allow_single && value->is_number_integer()) {
@@ -100,11 +92,12 @@ Status read_int_list(const json& object, std::string_view key, std::vector<std::
         return config_error(
             std::string(key) + " must be " +
             (allow_single ? "an integer or a list of integers" : "a list of integers") + ", not " +
-            shown(*value));
+            checkpoint::shown_json(*value));
     }
     for (const json& item : *value) {
         if (!item.is_number_integer()) {
-            return config_error(std::string(key) + " must hold integers, not " + shown(item));
+            return config_error(std::string(key) + " must hold integers, not " +
+                                checkpoint::shown_json(item));
         }
         out.push_back(item.get<std::int64_t>());
     }
@@ -156,7 +149,7 @@ Result<DType> Qwen3Config::weight_dtype() const {
 Result<Qwen3Config> parse_qwen3_config(const json& object) {
     if (!object.is_object()) return config_error("the config must be a JSON object");
     Qwen3Config config;
-    const json* type = member(object, "model_type");
+    const json* type = checkpoint::json_member(object, "model_type");
     if (type != nullptr) {
         if (!type->is_string()) return config_error("model_type must be a string");
         config.model_type = type->get<std::string>();
@@ -168,7 +161,8 @@ Result<Qwen3Config> parse_qwen3_config(const json& object) {
                                 "qwen3_vl_moe_text)");
         }
     } else {
-        config.model_type = member(object, "num_experts") || member(object, "num_local_experts")
+        config.model_type = checkpoint::json_member(object, "num_experts") ||
+                                    checkpoint::json_member(object, "num_local_experts")
                                 ? "qwen3_moe"
                                 : "qwen3";
     }
@@ -197,12 +191,12 @@ Result<Qwen3Config> parse_qwen3_config(const json& object) {
     }
     OMNI_RETURN_IF_ERROR(read_number(object, "rms_norm_eps", config.rms_norm_eps));
     OMNI_RETURN_IF_ERROR(read_number(object, "rope_theta", config.rope_theta));
-    if (const json* scaling = member(object, "rope_scaling")) {
+    if (const json* scaling = checkpoint::json_member(object, "rope_scaling")) {
         config.rope_scaling = *scaling;
-    } else if (const json* parameters = member(object, "rope_parameters")) {
+    } else if (const json* parameters = checkpoint::json_member(object, "rope_parameters")) {
         if (!parameters->is_object()) return config_error("rope_parameters must be an object");
         config.rope_scaling = *parameters;
-        if (!member(object, "rope_theta")) {
+        if (!checkpoint::json_member(object, "rope_theta")) {
             OMNI_RETURN_IF_ERROR(read_number(*parameters, "rope_theta", config.rope_theta));
         }
     }
@@ -222,7 +216,8 @@ Result<Qwen3Config> parse_qwen3_config(const json& object) {
     OMNI_TRY(config.pad_token_id, optional_int(object, "pad_token_id"));
     OMNI_RETURN_IF_ERROR(read_int_list(object, "eos_token_id", config.eos_token_ids, true));
 
-    const char* experts_key = member(object, "num_local_experts") && !member(object, "num_experts")
+    const char* experts_key = checkpoint::json_member(object, "num_local_experts") &&
+                                      !checkpoint::json_member(object, "num_experts")
                                   ? "num_local_experts"
                                   : "num_experts";
     OMNI_RETURN_IF_ERROR(

@@ -88,9 +88,8 @@ class CodecDecoder {
     // (infer_codec_sizes). Errors name the tensor (not_found, invalid_argument for a shape).
     [[nodiscard]] static Result<std::unique_ptr<CodecDecoder>> create(
         const CodecSizes& sizes, const qwen3::WeightLookup& lookup, at::Device device = at::kCPU);
-    // The codec of a checkpoint directory: codec.safetensors (keys as in codec.pth, an optional
-    // "generator." prefix stripped). unimplemented when only codec.pth (a pickle) is there,
-    // not_found when neither is.
+    // The codec of a checkpoint directory: codec.safetensors, else codec.pth (a torch.save
+    // state dict; codec_layers.h open_codec_file). not_found when neither is there.
     [[nodiscard]] static Result<std::unique_ptr<CodecDecoder>> open(
         const std::filesystem::path& directory, at::Device device = at::kCPU);
 

@@ -3,8 +3,10 @@
 #include <ATen/ATen.h>
 
 #include <cmath>
+#include <functional>
 
 #include "checkpoint/safetensors.h"
+#include "checkpoint/torch_checkpoint.h"
 #include "models/qwen3/layers.h"
 #include "models/s2_pro/fish_layers.h"
 #include "torch_bridge/torch_tensor.h"
@@ -127,34 +129,50 @@ Result<CodecResidualUnit> CodecLoader::residual_unit(const std::string& prefix,
     return out;
 }
 
+// codec.safetensors, else the release's codec.pth (same keys either way).
 Result<CodecFile> open_codec_file(const std::filesystem::path& directory) {
     const std::filesystem::path file = directory / kCodecFile;
-    if (!std::filesystem::exists(file)) {
-        if (std::filesystem::exists(directory / kCodecPickleFile)) {
-            return fail(
-                ErrorCode::unimplemented,
-                (directory / kCodecPickleFile).string() +
-                    " is a PyTorch pickle, which omnirt does not read: convert it once to " +
-                    std::string(kCodecFile) + " with the same keys (docs/models/s2_pro.md)");
-        }
-        return fail(ErrorCode::not_found,
-                    "no codec in " + directory.string() + " (" + std::string(kCodecFile) + ")");
+    const std::filesystem::path pickle = directory / kCodecPickleFile;
+    std::function<bool(const std::string&)> has;
+    std::function<Shape(const std::string&)> shape;
+    std::function<Result<Tensor>(const std::string&)> get;
+    std::string path;
+    if (std::filesystem::exists(file)) {
+        OMNI_TRY(std::unique_ptr<checkpoint::SafetensorsFile> opened,
+                 checkpoint::SafetensorsFile::open(file));
+        std::shared_ptr<const checkpoint::SafetensorsFile> codec(std::move(opened));
+        has = [codec](const std::string& name) { return codec->find(name) != nullptr; };
+        shape = [codec](const std::string& name) {
+            const checkpoint::TensorEntry* entry = codec->find(name);
+            return entry == nullptr ? Shape{} : entry->shape;
+        };
+        get = [codec](const std::string& name) { return codec->tensor(name); };
+        path = file.string();
+    } else if (std::filesystem::exists(pickle)) {
+        // The release's PyTorch checkpoint, read by the data-only pickle reader.
+        OMNI_TRY(std::unique_ptr<checkpoint::TorchStateDict> opened,
+                 checkpoint::TorchStateDict::open(pickle));
+        std::shared_ptr<const checkpoint::TorchStateDict> codec(std::move(opened));
+        has = [codec](const std::string& name) { return codec->find(name) != nullptr; };
+        shape = [codec](const std::string& name) {
+            const Tensor* tensor = codec->find(name);
+            return tensor == nullptr ? Shape{} : tensor->shape();
+        };
+        get = [codec](const std::string& name) { return codec->tensor(name); };
+        path = pickle.string();
+    } else {
+        return fail(ErrorCode::not_found, "no codec in " + directory.string() + " (" +
+                                              std::string(kCodecFile) + " or " +
+                                              std::string(kCodecPickleFile) + ")");
     }
-    OMNI_TRY(std::unique_ptr<checkpoint::SafetensorsFile> opened,
-             checkpoint::SafetensorsFile::open(file));
-    std::shared_ptr<const checkpoint::SafetensorsFile> codec(std::move(opened));
     // fish-speech strips a "generator." prefix when the state dict has one.
-    const std::string prefix =
-        codec->find("generator.decoder.model.0.conv.bias") != nullptr ? "generator." : "";
-    const ShapeOf shape_of = [&](const std::string& name) -> Shape {
-        const checkpoint::TensorEntry* entry = codec->find(prefix + name);
-        return entry == nullptr ? Shape{} : entry->shape;
-    };
+    const std::string prefix = has("generator.decoder.model.0.conv.bias") ? "generator." : "";
+    const ShapeOf shape_of = [&](const std::string& name) -> Shape { return shape(prefix + name); };
     auto sizes = infer_codec_sizes(shape_of);
-    if (!sizes) return fail(sizes.error().with_context(file.string()));
+    if (!sizes) return fail(sizes.error().with_context(path));
     return CodecFile{
-        .path = file.string(), .sizes = *sizes, .lookup = [codec, prefix](const std::string& name) {
-            return codec->tensor(prefix + name);
+        .path = path, .sizes = *sizes, .lookup = [get, prefix](const std::string& name) {
+            return get(prefix + name);
         }};
 }
 

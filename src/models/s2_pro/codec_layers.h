@@ -48,9 +48,10 @@ class CodecLoader {
     at::Device device_;
 };
 
-// The codec of a checkpoint directory: codec.safetensors (keys as in codec.pth, an optional
-// "generator." prefix stripped), its sizes read off the shapes. unimplemented when only
-// codec.pth (a pickle) is there, not_found when neither is.
+// The codec of a checkpoint directory: codec.safetensors, else the release's codec.pth (a
+// torch.save state dict, read by checkpoint/torch_checkpoint.h without Python), keys as in
+// codec.pth with an optional "generator." prefix stripped, sizes read off the shapes.
+// not_found when neither file is there; invalid_argument naming the file when it is malformed.
 struct CodecFile {
     std::string path;
     CodecSizes sizes;

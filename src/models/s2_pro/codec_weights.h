@@ -1,7 +1,7 @@
 #pragma once
 // The codec of S2-Pro ("ModifiedDAC", fact sheet section 7): its sizes and every tensor as the
-// release's codec.pth names them (section 7.5; a state dict, here read from codec.safetensors
-// with the same keys).
+// release's codec.pth names them (section 7.5; a state dict, read from codec.pth itself or from
+// a codec.safetensors with the same keys).
 //
 // codec.pth carries no config: the sizes are the release's (modded_dac_vq.yaml), and for other
 // codecs (the generated tiny / small ones) they are read off the tensors' shapes

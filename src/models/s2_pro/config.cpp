@@ -2,6 +2,8 @@
 
 #include <limits>
 
+#include "checkpoint/config_json.h"
+
 namespace omnirt::models::s2_pro {
 namespace {
 
@@ -14,37 +16,22 @@ constexpr std::int64_t kMaxSize = std::int64_t{1} << 24;
 constexpr std::int64_t kMaxCodebooks = 64;
 
 unexpected<Error> config_error(const std::string& message) {
-    return fail(ErrorCode::invalid_argument, "S2-Pro config: " + message);
-}
-
-std::string shown(const json& value) {
-    std::string text = value.dump();
-    if (text.size() > 40) text = text.substr(0, 37) + "...";
-    return text;
-}
-
-const json* member(const json& object, std::string_view key) {
-    auto it = object.find(key);
-    if (it == object.end() || it->is_null()) return nullptr;
-    return &*it;
-}
-
-std::string path_of(std::string_view where, std::string_view key) {
-    return where.empty() ? std::string(key) : std::string(where) + "." + std::string(key);
+    return checkpoint::config_error("S2-Pro", message);
 }
 
 Status read_int(const json& object, std::string_view where, std::string_view key, std::int64_t& out,
                 bool required) {
-    const json* value = member(object, key);
+    const json* value = checkpoint::json_member(object, key);
     if (value == nullptr) {
-        if (required) return config_error(path_of(where, key) + " is missing");
+        if (required) return config_error(checkpoint::json_path(where, key) + " is missing");
         return ok_status();
     }
     if (!value->is_number_integer() ||
         (value->is_number_unsigned() &&
          value->get<std::uint64_t>() >
              static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))) {
-        return config_error(path_of(where, key) + " must be an integer, not " + shown(*value));
+        return config_error(checkpoint::json_path(where, key) + " must be an integer, not " +
+                            checkpoint::shown_json(*value));
     }
     out = value->get<std::int64_t>();
     return ok_status();
@@ -54,50 +41,54 @@ Status read_size(const json& object, std::string_view where, std::string_view ke
                  std::int64_t& out, std::int64_t max) {
     OMNI_RETURN_IF_ERROR(read_int(object, where, key, out, true));
     if (out <= 0 || out > max) {
-        return config_error(path_of(where, key) + " must be in [1, " + std::to_string(max) +
-                            "], not " + std::to_string(out));
+        return config_error(checkpoint::json_path(where, key) + " must be in [1, " +
+                            std::to_string(max) + "], not " + std::to_string(out));
     }
     return ok_status();
 }
 
 Status read_number(const json& object, std::string_view where, std::string_view key, double& out) {
-    const json* value = member(object, key);
+    const json* value = checkpoint::json_member(object, key);
     if (value == nullptr) return ok_status();
     if (!value->is_number()) {
-        return config_error(path_of(where, key) + " must be a number, not " + shown(*value));
+        return config_error(checkpoint::json_path(where, key) + " must be a number, not " +
+                            checkpoint::shown_json(*value));
     }
     out = value->get<double>();
     if (!(out > 0) || out == std::numeric_limits<double>::infinity()) {
-        return config_error(path_of(where, key) + " must be positive and finite");
+        return config_error(checkpoint::json_path(where, key) + " must be positive and finite");
     }
     return ok_status();
 }
 
 Status read_bool(const json& object, std::string_view where, std::string_view key, bool& out) {
-    const json* value = member(object, key);
+    const json* value = checkpoint::json_member(object, key);
     if (value == nullptr) return ok_status();
     if (!value->is_boolean()) {
-        return config_error(path_of(where, key) + " must be true or false, not " + shown(*value));
+        return config_error(checkpoint::json_path(where, key) + " must be true or false, not " +
+                            checkpoint::shown_json(*value));
     }
     out = value->get<bool>();
     return ok_status();
 }
 
 Result<FishDecoderConfig> parse_decoder(const json& root, std::string_view key, bool audio) {
-    const json* object = member(root, key);
+    const json* object = checkpoint::json_member(root, key);
     if (object == nullptr) return config_error(std::string(key) + " is missing");
     if (!object->is_object()) {
-        return config_error(std::string(key) + " must be an object, not " + shown(*object));
+        return config_error(std::string(key) + " must be an object, not " +
+                            checkpoint::shown_json(*object));
     }
     FishDecoderConfig out;
-    if (const json* type = member(*object, "model_type"); type != nullptr && type->is_string()) {
+    if (const json* type = checkpoint::json_member(*object, "model_type");
+        type != nullptr && type->is_string()) {
         out.model_type = type->get<std::string>();
     }
     OMNI_RETURN_IF_ERROR(read_size(*object, key, "dim", out.dim, kMaxSize));
     OMNI_RETURN_IF_ERROR(read_size(*object, key, "n_layer", out.n_layer, kMaxLayers));
     OMNI_RETURN_IF_ERROR(read_size(*object, key, "n_head", out.n_head, 4096));
     out.n_local_heads = out.n_head;
-    if (member(*object, "n_local_heads") != nullptr) {
+    if (checkpoint::json_member(*object, "n_local_heads") != nullptr) {
         OMNI_RETURN_IF_ERROR(read_size(*object, key, "n_local_heads", out.n_local_heads, 4096));
     }
     OMNI_RETURN_IF_ERROR(read_size(*object, key, "head_dim", out.head_dim, 4096));
@@ -134,7 +125,7 @@ Result<FishDecoderConfig> parse_decoder(const json& root, std::string_view key, 
         OMNI_RETURN_IF_ERROR(
             read_size(*object, key, "num_codebooks", out.num_codebooks, kMaxCodebooks));
         out.text_dim = out.dim;
-        if (member(*object, "text_dim") != nullptr) {
+        if (checkpoint::json_member(*object, "text_dim") != nullptr) {
             OMNI_RETURN_IF_ERROR(read_size(*object, key, "text_dim", out.text_dim, kMaxSize));
         }
     }
@@ -151,15 +142,18 @@ Status read_token(const json& root, std::string_view key, std::int64_t& out) {
 
 Result<S2ProConfig> parse_s2_pro_config(const json& json) {
     if (!json.is_object()) return config_error("config.json must be a JSON object");
-    const nlohmann::json* type = member(json, "model_type");
+    const nlohmann::json* type = checkpoint::json_member(json, "model_type");
     if (type == nullptr || !type->is_string() || type->get<std::string>() != kModelType) {
-        return config_error("model_type must be \"" + std::string(kModelType) + "\", not " +
-                            (type == nullptr ? std::string("absent") : shown(*type)));
+        return config_error(
+            "model_type must be \"" + std::string(kModelType) + "\", not " +
+            (type == nullptr ? std::string("absent") : checkpoint::shown_json(*type)));
     }
     S2ProConfig out;
-    if (const nlohmann::json* dtype = member(json, "torch_dtype"); dtype && dtype->is_string()) {
+    if (const nlohmann::json* dtype = checkpoint::json_member(json, "torch_dtype");
+        dtype && dtype->is_string()) {
         out.torch_dtype = dtype->get<std::string>();
-    } else if (const nlohmann::json* other = member(json, "dtype"); other && other->is_string()) {
+    } else if (const nlohmann::json* other = checkpoint::json_member(json, "dtype");
+               other && other->is_string()) {
         out.torch_dtype = other->get<std::string>();
     }
     OMNI_RETURN_IF_ERROR(read_token(json, "eos_token_id", out.ids.im_end));

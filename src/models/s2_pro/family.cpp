@@ -88,6 +88,7 @@ Status register_family(FamilyRegistry& registry) {
                                     .decode_footprint = decode_footprint,
                                     .render_chat = {},
                                     .voices = {},
+                                    .clones_voices = true,
                                     .register_stages = {},
                                     .ar_stage_factory = "s2_pro.tts",
                                     .serve = {.pipeline_yaml = tts_pipeline_yaml(),

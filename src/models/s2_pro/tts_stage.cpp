@@ -6,6 +6,7 @@
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/dummy.h"
 #include "engine/ar_scheduler.h"
+#include "engine/ar_stage_args.h"
 #include "models/s2_pro/tts_role.h"
 #include "models/s2_pro/weights.h"
 #include "pipeline/stage_args.h"
@@ -19,23 +20,6 @@ constexpr std::string_view kFactory = "s2_pro.tts";
 
 Error invalid(const std::string& message) {
     return Error{ErrorCode::invalid_argument, std::string(kFactory) + ": " + message};
-}
-
-Result<engine::SamplingParams> sampling_args(const pipeline::StageContext& context,
-                                             const std::string& who, const std::string& prefix,
-                                             std::int64_t max_tokens) {
-    OMNI_TRY(double temperature, pipeline::number_arg(context, prefix + "temperature", 0.8));
-    OMNI_TRY(std::int64_t top_k,
-             pipeline::int_arg_in(context, who, prefix + "top_k", 30, -1, 1 << 20));
-    OMNI_TRY(double top_p, pipeline::number_arg(context, prefix + "top_p", 0.8));
-    engine::SamplingParams sampling;
-    Map layer{{"temperature", Value(temperature)},
-              {"top_k", Value(top_k)},
-              {"top_p", Value(top_p)},
-              {"max_tokens", Value(max_tokens)}};
-    OMNI_RETURN_IF_ERROR(
-        engine::apply_sampling_layer(Value(std::move(layer)), who + " args", sampling));
-    return sampling;
 }
 
 // The config and a lookup of fish tensor names: the checkpoint's (auto) or seeded dummy
@@ -82,37 +66,22 @@ Result<Weights> open_weights(const std::filesystem::path& directory, const std::
 
 Result<std::unique_ptr<pipeline::Scheduler>> make_tts_stage(const pipeline::StageContext& context) {
     const std::string who = std::string(kFactory) + " stage '" + context.stage_name + "'";
-    OMNI_TRY(std::string model_path, pipeline::string_arg(context, "model_path", ""));
-    if (model_path.empty()) return fail(invalid(who + ": arg 'model_path' is required"));
-    OMNI_TRY(std::string dtype_name, pipeline::string_arg(context, "dtype", "float32"));
-    if (dtype_name != "float32" && dtype_name != "bfloat16") {
-        return fail(
-            invalid(who + ": arg 'dtype' must be float32 or bfloat16, got '" + dtype_name + "'"));
-    }
-    const at::ScalarType dtype = dtype_name == "bfloat16" ? at::kBFloat16 : at::kFloat;
-    OMNI_TRY(std::int64_t block_size,
-             pipeline::int_arg_in(context, who, "block_size", 16, 1, 1024));
-    OMNI_TRY(std::int64_t max_total,
-             pipeline::int_arg_in(context, who, "max_total_tokens", 32768, block_size, 1 << 30));
-    OMNI_TRY(std::int64_t max_running,
-             pipeline::int_arg_in(context, who, "max_running_requests", 64, 1, 4096));
-    OMNI_TRY(std::int64_t max_prefill,
-             pipeline::int_arg_in(context, who, "max_prefill_tokens", 8192, 1, 1 << 20));
-    OMNI_TRY(std::int64_t max_new,
-             pipeline::int_arg_in(context, who, "max_new_tokens", 1024, 1, 1 << 20));
-    OMNI_TRY(std::int64_t seed, pipeline::int_arg(context, "seed", 0));
-    OMNI_TRY(std::string load_format, pipeline::string_arg(context, "load_format", "auto"));
-    OMNI_TRY(std::int64_t dummy_seed,
-             pipeline::int_arg_in(context, who, "dummy_seed", 0, 0, INT64_MAX));
-    OMNI_TRY(std::int64_t num_threads,
-             pipeline::int_arg_in(context, who, "num_threads", 0, 0, 1024));
-    OMNI_TRY(engine::SamplingParams sampling, sampling_args(context, who, "", max_new));
-    OMNI_TRY(engine::SamplingParams depth, sampling_args(context, who, "depth_", max_new));
-    torch_bridge::set_intra_op_threads(num_threads);
+    // The sampling defaults are fish-speech's HTTP defaults (docs/models/s2_pro.md).
+    const engine::ArStageArgDefaults defaults{
+        .max_total_tokens = 32768,
+        .max_prefill_tokens = 8192,
+        .max_tokens_arg = "max_new_tokens",
+        .max_tokens = 1024,
+        .sampling = {.temperature = 0.8, .top_k = 30, .top_p = 0.8}};
+    OMNI_TRY(engine::ArStageArgs args, engine::parse_ar_stage_args(context, who, defaults));
+    OMNI_TRY(
+        engine::SamplingParams depth,
+        engine::parse_sampling_args(context, who, "depth_", defaults.sampling, args.max_tokens));
+    torch_bridge::set_intra_op_threads(args.num_threads);
+    const at::ScalarType dtype = args.dtype == DType::bf16 ? at::kBFloat16 : at::kFloat;
 
-    auto weights = open_weights(std::filesystem::path(model_path), load_format,
-                                dtype == at::kBFloat16 ? DType::bf16 : DType::f32,
-                                static_cast<std::uint64_t>(dummy_seed));
+    auto weights = open_weights(std::filesystem::path(args.model_path), args.load_format,
+                                args.dtype, args.dummy_seed);
     if (!weights) return fail(weights.error().with_context(who));
     const at::Device device = torch_bridge::to_torch_device(context.device);
     auto model = load_s2_pro_model(weights->config, weights->lookup, dtype, device);
@@ -120,20 +89,20 @@ Result<std::unique_ptr<pipeline::Scheduler>> make_tts_stage(const pipeline::Stag
 
     engine::ArEngineConfig engine_config{
         .stage_name = context.stage_name,
-        .num_kv_blocks = max_total / block_size,
-        .block_size = static_cast<std::int32_t>(block_size),
+        .num_kv_blocks = args.num_kv_blocks(),
+        .block_size = static_cast<std::int32_t>(args.block_size),
         .device = context.device,
-        .max_running_requests = max_running,
-        .max_prefill_tokens = max_prefill,
+        .max_running_requests = args.max_running_requests,
+        .max_prefill_tokens = args.max_prefill_tokens,
         .enable_prefix_cache = true,
-        .default_sampling = sampling,
+        .default_sampling = args.sampling,
         .depth_sampling = {depth},
         .eos_token_ids = {static_cast<std::int32_t>(weights->config.ids.im_end)},
         // Frames go to the stage's stream targets (a vocoder); a stage without any (a bench, a
         // codes-only pipeline) streams them to the client.
         .stream_to_client = context.stream_to.empty(),
         .stream_targets = context.stream_to,
-        .seed = static_cast<std::uint64_t>(seed),
+        .seed = args.seed,
         .tracer = context.tracer};
     auto role = std::make_unique<S2ProRole>(model->embedder);
     OMNI_TRY(auto scheduler,

@@ -3,8 +3,11 @@
 #include <ATen/ATen.h>
 
 #include <filesystem>
+#include <map>
 
+#include "checkpoint/dummy.h"
 #include "models/s2_pro/codec_decoder.h"
+#include "models/s2_pro/codec_weights.h"
 #include "pipeline/stage_args.h"
 #include "pipeline/streaming_scheduler.h"
 #include "torch_bridge/threads.h"
@@ -89,6 +92,47 @@ Status decode_due(const VocoderSettings& settings, VocoderStream& stream, bool f
     return ok_status();
 }
 
+// The decoder of model_path's codec, or (load_format dummy) of a preset's sizes with seeded dummy
+// weights: only the decode side is generated, as the stage loads nothing else.
+Result<std::shared_ptr<const CodecDecoder>> open_codec(const pipeline::StageContext& context,
+                                                       const std::string& who) {
+    OMNI_TRY(std::string load_format, pipeline::string_arg(context, "load_format", "auto"));
+    if (load_format == "dummy") {
+        OMNI_TRY(std::string preset, pipeline::string_arg(context, "codec_preset", "release"));
+        OMNI_TRY(std::int64_t seed,
+                 pipeline::int_arg_in(context, who, "dummy_seed", 0, 0, INT64_MAX));
+        auto sizes = codec_preset(preset);
+        if (!sizes) return fail(sizes.error().with_context(who + ": arg 'codec_preset'"));
+        auto specs = std::make_shared<std::map<std::string, checkpoint::TensorSpec, std::less<>>>();
+        for (checkpoint::TensorSpec& spec : codec_tensor_specs(*sizes, DType::f32)) {
+            std::string name = spec.name;
+            specs->emplace(std::move(name), std::move(spec));
+        }
+        const auto dummy_seed = static_cast<std::uint64_t>(seed);
+        auto decoder = CodecDecoder::create(
+            *sizes, [specs, dummy_seed](const std::string& name) -> Result<Tensor> {
+                auto it = specs->find(name);
+                if (it == specs->end()) {
+                    return fail(ErrorCode::not_found, "no dummy codec tensor '" + name + "'");
+                }
+                return checkpoint::dummy_tensor(it->second, {.seed = dummy_seed});
+            });
+        if (!decoder) return fail(decoder.error().with_context(who));
+        return std::shared_ptr<const CodecDecoder>(std::move(*decoder));
+    }
+    if (load_format != "auto") {
+        return fail(ErrorCode::invalid_argument,
+                    who + ": arg 'load_format' must be auto or dummy, got '" + load_format + "'");
+    }
+    OMNI_TRY(std::string model_path, pipeline::string_arg(context, "model_path", ""));
+    if (model_path.empty()) {
+        return fail(ErrorCode::invalid_argument, who + ": arg 'model_path' is required");
+    }
+    auto codec = CodecDecoder::open(std::filesystem::path(model_path));
+    if (!codec) return fail(codec.error().with_context(who));
+    return std::shared_ptr<const CodecDecoder>(std::move(*codec));
+}
+
 }  // namespace
 
 Result<std::unique_ptr<pipeline::Scheduler>> make_vocoder_stage(
@@ -96,10 +140,6 @@ Result<std::unique_ptr<pipeline::Scheduler>> make_vocoder_stage(
     auto settings = std::make_shared<VocoderSettings>();
     settings->who = std::string(kFactory) + " stage '" + context.stage_name + "'";
     const std::string& who = settings->who;
-    OMNI_TRY(std::string model_path, pipeline::string_arg(context, "model_path", ""));
-    if (model_path.empty()) {
-        return fail(ErrorCode::invalid_argument, who + ": arg 'model_path' is required");
-    }
     OMNI_TRY(settings->first_chunk_frames,
              pipeline::int_arg_in(context, who, "first_chunk_frames", 5, 1, kMaxChunkFrames));
     OMNI_TRY(settings->chunk_frames,
@@ -110,9 +150,7 @@ Result<std::unique_ptr<pipeline::Scheduler>> make_vocoder_stage(
         return fail(ErrorCode::unimplemented, who + ": runs on the CPU only");
     }
     torch_bridge::set_intra_op_threads(num_threads);
-    auto codec = CodecDecoder::open(std::filesystem::path(model_path));
-    if (!codec) return fail(codec.error().with_context(who));
-    settings->codec = std::move(*codec);
+    OMNI_TRY(settings->codec, open_codec(context, who));
 
     pipeline::StreamingHandler handler{
         .on_chunk = [settings](pipeline::StreamRequestState& state, const std::string&,

@@ -20,9 +20,11 @@
 // Errors: a malformed chunk (no `codes`, not an integer tensor, another width) fails its request
 // with invalid_argument naming the chunk; the stage keeps serving the others.
 //
-// factory_args (model_path is required; runtime prep injects it): first_chunk_frames (5, as
-// SGLang's stream_stride), chunk_frames (25), num_threads. The codec is codec.safetensors of
-// model_path (codec_decoder.h), float32 on the CPU.
+// factory_args: model_path (required unless load_format is dummy; runtime prep injects it),
+// first_chunk_frames (5, as SGLang's stream_stride), chunk_frames (25), num_threads,
+// load_format (auto: the codec of model_path, codec.safetensors or codec.pth (codec_decoder.h);
+// dummy: seeded dummy weights of codec_preset's sizes, "release" by default, for benchmarks),
+// dummy_seed (0). float32 on the CPU.
 //
 // Threads: the scheduler's one worker decodes; the factory may run on any thread.
 #include <memory>

@@ -69,6 +69,8 @@ class Exchange {
     bool respond_error(const openai::ProtocolError& error);
     // Streams: recorded (200, or 499 when the client left) when they finish.
     bool start_sse();
+    // A 200 streamed as it is written (chunked), e.g. raw audio bytes.
+    bool start_stream(std::string_view content_type);
     bool write(std::string chunk);
     bool finish();
 

@@ -54,6 +54,12 @@ bool Exchange::start_sse() {
                                {{"cache-control", "no-cache"}, {"x-accel-buffering", "no"}});
 }
 
+bool Exchange::start_stream(std::string_view content_type) {
+    streaming_ = true;
+    return http_->start_stream(200, content_type,
+                               {{"cache-control", "no-cache"}, {"x-accel-buffering", "no"}});
+}
+
 bool Exchange::write(std::string chunk) { return http_->write(std::move(chunk)); }
 
 bool Exchange::finish() {

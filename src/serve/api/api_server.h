@@ -30,6 +30,7 @@
 #include "core/error.h"
 #include "core/value.h"
 #include "serve/api/metrics.h"
+#include "serve/api/saved_voices.h"
 #include "serve/http/http_server.h"
 #include "serve/openai/limits.h"
 #include "serve/realtime/voice_activity.h"
@@ -67,6 +68,15 @@ struct ApiServerOptions {
     // checkpoint); a chat request that wants audio in another voice gets a 400 on audio.voice
     // before anything runs. Empty: any voice goes to the pipeline.
     std::vector<std::string> voices;
+    // Saved reference voices (--voices-dir, saved_voices.h): a speech request's `voice` that
+    // names one becomes its `references`; listed by GET /v1/audio/voices after `voices`. Only
+    // for pipelines that clone voices from inputs.references. Null: none.
+    std::shared_ptr<const SavedVoices> saved_voices;
+    // The server applies a speech request's `speed` by time-stretching the pipeline's audio,
+    // keeping pitch (media/time_stretch.h; streamed chunk by chunk), and asks the pipeline for
+    // speed 1. Off: inputs.speed goes to the pipeline, which applies it itself (the demo
+    // talker). omnirt serve turns it on for model-family pipelines (their stages ignore speed).
+    bool time_stretch_speech = false;
     // Voice activity detection for the realtime API's server_vad (GET /v1/realtime); empty:
     // realtime sessions commit their audio by hand only.
     realtime::VoiceActivityFactory vad;

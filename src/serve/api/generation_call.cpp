@@ -55,7 +55,9 @@ void GenerationCall::on_end(const RequestEvent& event) {
         if (event.kind == RequestEvent::Kind::aborted && exchange_->http().disconnected()) {
             return;  // the client left; nobody to tell
         }
-        send_error(pipeline_error(event.error));
+        openai::ProtocolError error = pipeline_error(event.error);
+        if (error.http_status == 400 && error.param.empty()) error.param = param_of(event.error);
+        send_error(error);
         return;
     }
     auto result = client::parse_result(event.result.data);
@@ -69,7 +71,7 @@ void GenerationCall::on_end(const RequestEvent& event) {
 void GenerationCall::ensure_head() {
     if (head_sent_) return;
     head_sent_ = true;
-    exchange_->start_sse();
+    open_stream();
     after_head();
 }
 
@@ -80,9 +82,13 @@ void GenerationCall::fail(const Error& error) {
     send_error(output_error(error));
 }
 
+void GenerationCall::write_stream_error(const openai::ProtocolError& error) {
+    exchange_->write(openai::error_event(error));
+}
+
 void GenerationCall::send_error(const openai::ProtocolError& error) {
     if (stream_ && head_sent_) {
-        exchange_->write(openai::error_event(error));
+        write_stream_error(error);
         exchange_->finish();
     } else {
         exchange_->respond_error(error);

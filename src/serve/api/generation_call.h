@@ -38,6 +38,14 @@ class GenerationCall : public std::enable_shared_from_this<GenerationCall> {
     virtual void on_result(const client::FinalOutput& result) = 0;
     // Written right after the SSE head (chat: the role chunk).
     virtual void after_head() {}
+    // Opens a streamed answer: SSE unless overridden (raw audio bytes).
+    virtual void open_stream() { exchange_->start_sse(); }
+    // Tells a streaming client about an error before the stream ends: an SSE error event unless
+    // overridden (a raw byte stream can only end).
+    virtual void write_stream_error(const openai::ProtocolError& error);
+    // The request field a pipeline's invalid_argument error is about (its `param`), "" when
+    // unknown. Stages name the OmniRequest fields they refuse (inputs.text, ...).
+    [[nodiscard]] virtual std::string param_of(const Error& /*error*/) const { return ""; }
 
     void ensure_head();
     // The pipeline's output could not be answered: aborts the request everywhere and answers

@@ -69,14 +69,21 @@ void models(ApiState& state, std::shared_ptr<http::HttpExchange> http) {
     exchange.respond_json(200, openai::models_json(std::span(&card, 1)));
 }
 
-// {"voices": [{"id", "name"}...]}: the voices a chat request's audio.voice may name, in the
-// model family's order (empty when the model lists none and any voice goes to the pipeline).
+// {"voices": [{"id", "name", "kind"}...]}: the voices a request may name: the model family's
+// speakers in its order (kind "preset"; chat audio.voice and speech `voice`), then the saved
+// reference voices by name (kind "saved"; speech `voice` only). Empty when the server knows none
+// and any voice goes to the pipeline.
 void voices(ApiState& state, std::shared_ptr<http::HttpExchange> http) {
     Exchange exchange(state, std::move(http), "/v1/audio/voices");
     if (!authorized(exchange)) return;
     json list = json::array();
     for (const std::string& voice : state.options.voices) {
-        list.push_back({{"id", voice}, {"name", voice}});
+        list.push_back({{"id", voice}, {"name", voice}, {"kind", "preset"}});
+    }
+    if (state.options.saved_voices != nullptr) {
+        for (const std::string& voice : state.options.saved_voices->names()) {
+            list.push_back({{"id", voice}, {"name", voice}, {"kind", "saved"}});
+        }
     }
     json body = {{"voices", std::move(list)}};
     exchange.respond_json(200, body.dump(-1, ' ', false, json::error_handler_t::replace));

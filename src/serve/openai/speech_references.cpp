@@ -39,8 +39,36 @@ ProtocolResult<MediaInput> reference_audio(const std::string& text, const Reques
                       .bytes = std::move(*bytes)};
 }
 
-ProtocolResult<std::vector<std::vector<std::int64_t>>> reference_codes(const nlohmann::json& codes,
-                                                                       const std::string& param) {
+ProtocolResult<SpeechReference> parse_reference(const nlohmann::json& item,
+                                                const RequestLimits& limits,
+                                                const MediaPolicy& media,
+                                                const std::string& param) {
+    if (!item.is_object()) {
+        return invalid_request(param, "'" + param + "' must be an object {text, audio | vq_codes}");
+    }
+    SpeechReference out;
+    OMNI_TRY_P(auto text, read_string(item, "text", param, limits.max_string_bytes));
+    if (text) out.text = std::move(*text);
+    const std::size_t max_audio_chars = limits.max_media_bytes / 3 * 4 + 4096;
+    OMNI_TRY_P(auto audio, read_string(item, "audio", param, max_audio_chars));
+    const auto codes = item.find("vq_codes");
+    const bool has_codes = codes != item.end() && !codes->is_null();
+    if (audio.has_value() == has_codes) {
+        return invalid_request(param,
+                               "'" + param + "' needs exactly one of 'audio' and 'vq_codes'");
+    }
+    if (audio) {
+        OMNI_TRY_P(out.audio, reference_audio(*audio, limits, media, field_path(param, "audio")));
+    } else {
+        OMNI_TRY_P(out.vq_codes, parse_reference_codes(*codes, field_path(param, "vq_codes")));
+    }
+    return out;
+}
+
+}  // namespace
+
+ProtocolResult<std::vector<std::vector<std::int64_t>>> parse_reference_codes(
+    const nlohmann::json& codes, const std::string& param) {
     const std::string shape = "'" + param + "' must be a list of codebook rows of equal length";
     if (!codes.is_array() || codes.empty() || codes.size() > kMaxReferenceCodebooks) {
         return invalid_request(
@@ -69,34 +97,6 @@ ProtocolResult<std::vector<std::vector<std::int64_t>>> reference_codes(const nlo
     }
     return rows;
 }
-
-ProtocolResult<SpeechReference> parse_reference(const nlohmann::json& item,
-                                                const RequestLimits& limits,
-                                                const MediaPolicy& media,
-                                                const std::string& param) {
-    if (!item.is_object()) {
-        return invalid_request(param, "'" + param + "' must be an object {text, audio | vq_codes}");
-    }
-    SpeechReference out;
-    OMNI_TRY_P(auto text, read_string(item, "text", param, limits.max_string_bytes));
-    if (text) out.text = std::move(*text);
-    const std::size_t max_audio_chars = limits.max_media_bytes / 3 * 4 + 4096;
-    OMNI_TRY_P(auto audio, read_string(item, "audio", param, max_audio_chars));
-    const auto codes = item.find("vq_codes");
-    const bool has_codes = codes != item.end() && !codes->is_null();
-    if (audio.has_value() == has_codes) {
-        return invalid_request(param,
-                               "'" + param + "' needs exactly one of 'audio' and 'vq_codes'");
-    }
-    if (audio) {
-        OMNI_TRY_P(out.audio, reference_audio(*audio, limits, media, field_path(param, "audio")));
-    } else {
-        OMNI_TRY_P(out.vq_codes, reference_codes(*codes, field_path(param, "vq_codes")));
-    }
-    return out;
-}
-
-}  // namespace
 
 ProtocolResult<std::vector<SpeechReference>> parse_speech_references(const nlohmann::json& body,
                                                                      const RequestLimits& limits,

@@ -32,6 +32,11 @@ struct SpeechReference {
     friend bool operator==(const SpeechReference&, const SpeechReference&) = default;
 };
 
+// Codec codes of a reference: a JSON list of 1..kMaxReferenceCodebooks codebook rows of equal
+// length (at most kMaxReferenceFrames), each code an integer in [0, 2^20]. A 400 naming `param`.
+[[nodiscard]] ProtocolResult<std::vector<std::vector<std::int64_t>>> parse_reference_codes(
+    const nlohmann::json& codes, const std::string& param);
+
 [[nodiscard]] ProtocolResult<std::vector<SpeechReference>> parse_speech_references(
     const nlohmann::json& body, const RequestLimits& limits, const MediaPolicy& media);
 

@@ -79,7 +79,9 @@ ProtocolResult<SpeechRequest> parse_speech_request(std::string_view body,
         return invalid_request(
             "stream_format", "'stream_format' must be sse or audio, not '" + *stream_format + "'");
     }
-    out.stream = stream.value_or(false) || (stream_format && *stream_format == "sse");
+    out.stream_audio = stream_format && *stream_format == "audio";
+    out.stream =
+        !out.stream_audio && (stream.value_or(false) || (stream_format && *stream_format == "sse"));
     OMNI_TRY_P(out.sampling, parse_sampling(json, ""));
     OMNI_TRY_P(out.max_tokens, read_int(json, "max_tokens", ""));
     if (out.max_tokens && (*out.max_tokens < 1 || *out.max_tokens > limits.max_tokens)) {
@@ -90,6 +92,8 @@ ProtocolResult<SpeechRequest> parse_speech_request(std::string_view body,
     out.stage_sampling = std::move(overrides.sampling);
     out.stage_params = std::move(overrides.params);
     OMNI_TRY_P(out.references, parse_speech_references(json, limits, media));
+    const auto legacy = json.find("ref_audio");
+    out.legacy_reference = legacy != json.end() && !legacy->is_null();
     return out;
 }
 
@@ -110,7 +114,7 @@ OmniRequest to_omni_request(const SpeechRequest& request) {
     put_stage_overrides(request.stage_sampling, request.stage_params, params);
     if (request.max_tokens) params.emplace("max_tokens", Value(*request.max_tokens));
     if (request.sampling.seed) params.emplace("seed", Value(*request.sampling.seed));
-    params.emplace("stream", Value(request.stream));
+    params.emplace("stream", Value(request.stream || request.stream_audio));
     out.params = Value(std::move(params));
     Map metadata;
     metadata.emplace("api", Value("audio.speech"));

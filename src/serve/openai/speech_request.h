@@ -5,7 +5,8 @@
 // RequestLimits::max_speech_input_chars code points), voice (optional string), instructions
 // (optional string), response_format (wav, pcm, flac, opus, mp3; default wav; anything else is
 // a 400 naming 'response_format'), speed [0.25, 4.0] (default 1.0), stream (bool) or
-// stream_format ("sse" streams, "audio" does not), the sampling fields of sampling.h, max_tokens,
+// stream_format ("sse" streams SSE events, "audio" the raw audio bytes; stream_format wins
+// over stream), the sampling fields of sampling.h, max_tokens,
 // stage_sampling and stage_params as in chat, reference voices (`references`, or `ref_audio` /
 // `ref_text`: speech_references.h). Unknown fields are ignored.
 //
@@ -31,11 +32,15 @@ struct SpeechRequest {
     std::string response_format = "wav";
     double speed = 1.0;
     bool stream = false;  // SSE: speech.audio.delta events, then speech.audio.done
+    // stream_format "audio": the encoded audio bytes as they are made, in one chunked response
+    // (no SSE; wav with a streaming header, pcm raw; flac / opus / mp3 come whole at the end).
+    bool stream_audio = false;
     SamplingParams sampling;
     std::optional<std::int64_t> max_tokens;
     std::map<std::string, SamplingParams> stage_sampling;
     std::map<std::string, Value> stage_params;
     std::vector<SpeechReference> references;
+    bool legacy_reference = false;  // `references` holds the one of ref_audio / ref_text
     friend bool operator==(const SpeechRequest&, const SpeechRequest&) = default;
 };
 

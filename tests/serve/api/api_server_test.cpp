@@ -216,8 +216,36 @@ TEST_F(ApiServerTest, VoicesListTheOptionsVoicesBehindTheKey) {
     ASSERT_EQ(voices->status, 200) << voices->body;
     EXPECT_EQ(voices->headers["content-type"], "application/json");
     EXPECT_EQ(json::parse(voices->body),
-              json::parse(R"({"voices": [{"id": "aiden", "name": "aiden"},
-                                         {"id": "ethan", "name": "ethan"}]})"));
+              json::parse(R"({"voices": [{"id": "aiden", "name": "aiden", "kind": "preset"},
+                                         {"id": "ethan", "name": "ethan", "kind": "preset"}]})"));
+    // Presets are checked for speech too: another voice is a 400 on `voice`.
+    json body = {{"model", "demo"}, {"input", "hi"}, {"voice", "nova"}};
+    auto refused = call(post("/v1/audio/speech", body.dump(), "Authorization: Bearer sekret\r\n"));
+    ASSERT_TRUE(refused);
+    EXPECT_EQ(refused->status, 400) << refused->body;
+    EXPECT_EQ(error_of(*refused)["param"], "voice");
+}
+
+// With time_stretch_speech the server applies `speed` (the pipeline is asked for speed 1):
+// exactly round(samples / speed), whole or streamed; speed 1 leaves the bytes as they were.
+TEST_F(ApiServerTest, ServerTimeStretchesSpeech) {
+    start({.time_stretch_speech = true});
+    auto speech = [&](json extra) {
+        json body = {{"model", "demo"}, {"input", "hello world"}, {"response_format", "pcm"}};
+        body.update(extra);
+        auto response = call(post("/v1/audio/speech", body.dump()));
+        EXPECT_TRUE(response);
+        EXPECT_EQ(response->status, 200) << response->body;
+        return response->body;
+    };
+    const std::string plain = speech(json::object());
+    const std::size_t samples = plain.size() / 2;
+    EXPECT_EQ(speech({{"speed", 1.0}}), plain);
+    EXPECT_EQ(speech({{"speed", 2.0}}).size() / 2,
+              static_cast<std::size_t>(std::llround(samples / 2.0)));
+    EXPECT_EQ(speech({{"speed", 0.5}}).size() / 2, samples * 2);
+    EXPECT_EQ(speech({{"speed", 2.0}, {"stream_format", "audio"}}).size() / 2,
+              static_cast<std::size_t>(std::llround(samples / 2.0)));
 }
 
 TEST_F(ApiServerTest, ThePlaygroundIsPublicWithItsContentTypes) {

@@ -114,6 +114,20 @@ TEST(SpeechRequest, StreamFormat) {
     auto audio = parse(with("stream_format", "audio"));
     ASSERT_TRUE(audio.has_value());
     EXPECT_FALSE(audio->stream);
+    EXPECT_TRUE(audio->stream_audio);
+    EXPECT_FALSE(sse->stream_audio);
+    // The pipeline streams for both; stream_format "audio" wins over stream: true.
+    EXPECT_EQ(*to_omni_request(*audio).params.find("stream"), Value(true));
+    Json body = with("stream_format", "audio");
+    body["stream"] = true;
+    auto both = parse(body);
+    ASSERT_TRUE(both.has_value());
+    EXPECT_TRUE(both->stream_audio);
+    EXPECT_FALSE(both->stream);
+    auto plain = parse(with("stream", false));
+    ASSERT_TRUE(plain.has_value());
+    EXPECT_FALSE(plain->stream_audio);
+    EXPECT_EQ(*to_omni_request(*plain).params.find("stream"), Value(false));
     expect_error(with("stream_format", "json"), "stream_format");
 }
 

@@ -64,7 +64,9 @@ async function loadServerInfo() {
         return false;
     }
     try {
-        const { voices } = await api.getJson('/v1/audio/voices');
+        // Saved reference voices (kind "saved") are for /v1/audio/speech only, not chat audio.
+        const voices = (await api.getJson('/v1/audio/voices')).voices
+            .filter((voice) => voice.kind !== 'saved');
         hooks.state.voices = voices.map((voice) => voice.id);
         const select = $('voice');
         select.replaceChildren(new Option('model default', ''));
