@@ -97,7 +97,7 @@ StageConfig parse_stage(const ConfigNode& node, std::size_t index,
     reader.reject_unknown_keys({"name", "factory", "factory_args", "next", "terminal", "route_fn",
                                 "gpu", "tp_size", "process", "wait_for", "wait_for_fn", "merge_fn",
                                 "stream_to", "stream_done_to_fn", "project_payload", "relay",
-                                "gpu_memory_fraction", "fan_in_timeout_s"});
+                                "gpu_memory_fraction", "fan_in_timeout_s", "node"});
     reader.require("name");
     reader.require("factory");
 
@@ -132,6 +132,11 @@ StageConfig parse_stage(const ConfigNode& node, std::size_t index,
     stage.relay = read_relay(reader, stage);
     stage.gpu_memory_fraction = reader.number("gpu_memory_fraction");
     if (auto timeout = reader.number("fan_in_timeout_s", false)) stage.fan_in_timeout_s = *timeout;
+    if (auto node_rank = reader.integer("node")) {
+        if (auto narrowed = narrow_to_int(reader, *node.find("node"), "node", *node_rank)) {
+            stage.node = *narrowed;
+        }
+    }
     return stage;
 }
 

@@ -21,6 +21,8 @@ inline constexpr std::int64_t kDefaultMaxRestarts = 3;
 inline constexpr double kDefaultRestartWindowS = 300.0;
 inline constexpr std::int64_t kDefaultBackoffInitialMs = 500;
 inline constexpr std::int64_t kDefaultBackoffMaxMs = 10000;
+// The largest node rank a `node:` field may name.
+inline constexpr int kMaxNodeRank = 1023;
 
 // Where a config value came from: a file position ("pipeline.yaml:12:5") or a command-line
 // override ("--set stages.thinker.gpu=1").
@@ -61,6 +63,9 @@ struct StageConfig {
     // omnirt additions:
     std::optional<double> gpu_memory_fraction;        // budget on its GPU, (0, 1]
     double fan_in_timeout_s = kDefaultFanInTimeoutS;  // AggregatedInput gives up after this
+    // The node (rank, 0..nnodes-1) whose `omnirt serve --node-rank` runs the stage's process
+    // group (every rank of a TP stage); unset: node 0. Several nodes: docs/multi_node.md.
+    std::optional<int> node;
 
     // Where the stage and each of its fields were written ("next" -> location).
     SourceLocation location;

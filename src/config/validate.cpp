@@ -224,6 +224,7 @@ std::vector<Diagnostic> validate_pipeline(const PipelineConfig& config,
     detail::validate_topology(config, out);
     detail::validate_placement(config, out);
     detail::validate_fusion(config, out);
+    detail::validate_nodes(config, out);
     if (options.check_registry) {
         const Registry& registry = options.registry ? *options.registry : Registry::global();
         detail::validate_registry(config, registry, out);

@@ -32,6 +32,7 @@ void validate_fields(const PipelineConfig& config, std::vector<Diagnostic>& out)
 void validate_topology(const PipelineConfig& config, std::vector<Diagnostic>& out);
 void validate_placement(const PipelineConfig& config, std::vector<Diagnostic>& out);
 void validate_fusion(const PipelineConfig& config, std::vector<Diagnostic>& out);
+void validate_nodes(const PipelineConfig& config, std::vector<Diagnostic>& out);
 void validate_registry(const PipelineConfig& config, const Registry& registry,
                        std::vector<Diagnostic>& out);
 

@@ -61,6 +61,7 @@ Value stage_to_value(const config::StagePlan& stage) {
         {"tp_size", stage.tp_size},
         {"endpoint", stage.endpoint},
         {"relay", relay_to_value(stage.relay)},
+        {"node", stage.node},
         {"next", string_list(stage.next)},
         {"terminal", stage.terminal},
         {"route_fn", optional_string(stage.route_fn)},
@@ -95,6 +96,7 @@ Value process_to_value(const config::ProcessPlan& process) {
         {"gpu", process.gpu ? Value(*process.gpu) : Value()},
         {"tp", std::move(tp)},
         {"relay_rank", process.relay_rank},
+        {"node", process.node},
     });
 }
 
@@ -105,6 +107,7 @@ Value edge_to_value(const config::Edge& edge) {
         {"kind", std::string(edge_kind_name(edge.kind))},
         {"same_process", edge.same_process},
         {"same_gpu", edge.same_gpu},
+        {"tier", edge.tier},
     });
 }
 
@@ -130,6 +133,8 @@ Value plan_to_value(const config::RuntimePlan& plan) {
         {"coordinator_endpoint", plan.coordinator_endpoint},
         {"abort_endpoint", plan.abort_endpoint},
         {"relay_rendezvous", plan.relay_rendezvous},
+        {"node_addresses", string_list(plan.node_addresses)},
+        {"remote_relay_backend", plan.remote_relay_backend},
         {"stages", Value(std::move(stages))},
         {"processes", Value(std::move(processes))},
         {"edges", Value(std::move(edges))},
