@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <atomic>
+#include <cctype>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -163,8 +164,8 @@ int run_node(const NodeFlags& flags, const std::string& host, int port) {
         std::cerr << "omnirt serve: " << head.error().message << "\n";
         return 2;
     }
-    auto status = std::make_shared<runner::NodeAgentStatus>();
-    auto health = node_health_server(flags, host, port, status);
+    auto agent_status = std::make_shared<runner::NodeAgentStatus>();
+    auto health = node_health_server(flags, host, port, agent_status);
     if (!health) {
         std::cerr << "omnirt serve: " << health.error().to_string() << "\n";
         return 1;
@@ -193,7 +194,7 @@ int run_node(const NodeFlags& flags, const std::string& host, int port) {
                                             .node_rank = flags.node_rank,
                                             .address = flags.node_addr,
                                             .join_timeout = seconds(flags.join_timeout_s),
-                                            .status = status},
+                                            .status = agent_status},
                                            stop);
     done = true;
     (*health)->stop();

@@ -16,6 +16,7 @@
 // the children (they get PR_SET_PDEATHSIG); supervision threads only queue their reports.
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>

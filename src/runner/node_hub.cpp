@@ -26,6 +26,9 @@ struct NodeRecord {
     std::int64_t pid = 0;  // its omnirt process
     bool joined = false;
     bool welcomed = false;  // the plan was sent to this incarnation
+    // Heard from since the welcome. Until then it is starting its stages (which may take long:
+    // weights load), and only the head's pipeline start-up bounds it, not node_timeout.
+    bool heard = false;
     bool missing = false;
     std::string reason;
     Clock::time_point last_seen;
@@ -192,6 +195,7 @@ struct NodeHub::State {
             for (auto& record : records) {
                 if (!record.joined || record.welcomed || &record == &records[0]) continue;
                 record.welcomed = true;
+                record.heard = false;
                 record.last_seen = Clock::now();
                 outgoing.emplace_back(record.routing_id, node::Welcome{.session = session,
                                                                        .plan = plan_bytes,
@@ -210,7 +214,7 @@ struct NodeHub::State {
                 NodeRecord& record = records[rank];
                 if (!record.joined) continue;
                 to.push_back(record.routing_id);
-                if (record.welcomed && !record.missing &&
+                if (record.welcomed && record.heard && !record.missing &&
                     now - record.last_seen > options.node_timeout) {
                     auto silent = std::chrono::duration_cast<std::chrono::milliseconds>(
                         now - record.last_seen);
@@ -263,6 +267,7 @@ struct NodeHub::State {
         }
         NodeRecord& record = records[static_cast<std::size_t>(rank)];
         record.last_seen = Clock::now();
+        record.heard = record.heard || record.welcomed;
         if (shutting_down) {
             if (std::holds_alternative<node::Leave>(message)) record.joined = false;
             return;

@@ -11,8 +11,9 @@
 //   hub->stop(grace)                           // the nodes stop their stages
 //   pipeline->stop()
 //
-// Supervision of nodes: a node that sends nothing for node_timeout (its link is cut, its omnirt
-// hangs), leaves, or joins again as a new process (it restarted) is missing: its stages are
+// Supervision of nodes: a node that sends nothing for node_timeout once it runs its stages (its
+// link is cut, its omnirt hangs; while it starts them only the pipeline's start-up bounds it),
+// leaves, or joins again as a new process (it restarted) is missing: its stages are
 // marked restarting with a reason naming the node ("node 1 (10.77.0.2) is missing: ..."), so
 // requests through them fail at once and /health says which node it is. Once it is heard again
 // (its link came back, or it joined again and started its stages), its stages serve again.

@@ -132,16 +132,16 @@ wait_for_line() {
     done
 }
 
-# wait_exit PID SECONDS: the exit code of PID, which must exit within SECONDS.
+# wait_exit PID SECONDS: waits for PID (a child of this shell), which must exit within SECONDS;
+# its exit code in $exit_code.
 wait_exit() {
     local deadline=$((SECONDS + $2))
     while kill -0 "$1" 2> /dev/null; do
         [ $SECONDS -lt $deadline ] || die "pid $1 did not exit within $2 s"
         sleep 0.05
     done
-    local code=0
-    wait "$1" || code=$?
-    echo "$code"
+    exit_code=0
+    wait "$1" || exit_code=$?
 }
 
 # api METHOD PATH [BODY]: curl inside the head's namespace; prints "STATUS BODY-FILE".
@@ -186,26 +186,30 @@ same_answers() {
 # The one-host reference: the built-in demo (the same stages) in one omnirt.
 start reference "$omnirt" serve --demo --port 0 --vad-model none
 reference_pid=$started_pid
-wait_for_line "$work/reference.log" "listening on" 60
+wait_for_line "$work/reference.log" "serve: listening on http" 60
 url=$(sed -n 's/.*listening on \(http[^ ]*\).*/\1/p' "$work/reference.log" | head -n 1)
 saved_in_head=("${in_head[@]}")
 in_head=()
 answers reference
 in_head=("${saved_in_head[@]}")
 kill -TERM "$reference_pid"
-[ "$(wait_exit "$reference_pid" 30)" = 0 ] || die "the reference server did not stop cleanly"
+wait_exit "$reference_pid" 30
+[ "$exit_code" = 0 ] || die "the reference server exited $exit_code"
 log "reference answers recorded"
 
 common=(--nnodes 2 --dist-init-addr "$addr_head:$join_port" --node-timeout 2)
-serve_head=("${in_head[@]}" "$omnirt" serve --config "$config" --set "endpoints.base_port=$base_port"
+# Each omnirt its own runtime directory base, so that what a killed one leaves is told apart.
+mkdir -p "$work/run-head" "$work/run-node1" "$work/run-node2"
+serve_head=("${in_head[@]}" env "XDG_RUNTIME_DIR=$work/run-head" "$omnirt" serve --config "$config" --set "endpoints.base_port=$base_port"
     --port 0 --vad-model none --node-rank 0 --node-addr "$addr_head" "${common[@]}")
-serve_node=("${in_node[@]}" "$omnirt" serve --node-rank 1 --node-addr "$addr_node" --port 0
+serve_node=("${in_node[@]}" env "XDG_RUNTIME_DIR=$work/run-node1" "$omnirt" serve --node-rank 1 --node-addr "$addr_node" --port 0
     "${common[@]}")
 
 if [ "$mode" = loopback ]; then
     # A node that never joins: a clear error within the bound, not a hang.
     start lonely "${serve_head[@]}" --node-join-timeout 1
-    [ "$(wait_exit "$started_pid" 30)" = 1 ] || die "a head without its node should exit 1"
+    wait_exit "$started_pid" 30
+    [ "$exit_code" = 1 ] || die "a head without its node exited $exit_code, not 1"
     grep -q "node 1 did not join within 1 s" "$work/lonely.log" ||
         die "the head did not say which node is missing"
     log "a node that never joins: '$(grep -o 'node 1 did not join[^(]*' "$work/lonely.log")'"
@@ -217,7 +221,7 @@ head_pid=$started_pid
 wait_for_line "$work/head.log" "waiting for 1 node" 30
 start node "${serve_node[@]}"
 node_pid=$started_pid
-wait_for_line "$work/head.log" "listening on" 90
+wait_for_line "$work/head.log" "serve: listening on http" 90
 url=$(sed -n 's/.*listening on \(http[^ ]*\).*/\1/p' "$work/head.log" | head -n 1)
 read -r status file < <(api GET /health)
 [ "$status" = 200 ] || die "health: HTTP $status $(cat "$file")"
@@ -230,6 +234,7 @@ if [ "$mode" = loopback ]; then
     kill -KILL "$node_pid"
     wait "$node_pid" 2> /dev/null || true
     what="killed"
+    # A killed omnirt cannot remove its runtime directory: node 1's first one stays.
 else
     ip -n "$ns_head" link set "$veth_head" down
     what="link cut"
@@ -259,7 +264,7 @@ jq -r '.choices[0].message.content' "$file" | cmp -s - "$work/reference.chat" ||
 
 # Node 1 comes back: restarted (loopback) or its link restored (netns).
 if [ "$mode" = loopback ]; then
-    start node2 "${serve_node[@]}"
+    start node2 "${serve_node[@]/run-node1/run-node2}"
     node_pid=$started_pid
 else
     ip -n "$ns_head" link set "$veth_head" up
@@ -279,9 +284,11 @@ log "answers after recovery equal the one-host run"
 
 # Shut down: the head tells node 1, both exit 0 and leave nothing behind.
 kill -TERM "$head_pid"
-[ "$(wait_exit "$head_pid" 60)" = 0 ] || die "the head did not exit cleanly"
-[ "$(wait_exit "$node_pid" 30)" = 0 ] || die "node 1 did not exit cleanly after the head stopped"
-if pgrep -f "$XDG_RUNTIME_DIR" > /dev/null; then die "stage processes left: $(pgrep -af "$XDG_RUNTIME_DIR")"; fi
-leftover=$(find "$XDG_RUNTIME_DIR" -mindepth 1 | head -n 5)
+wait_exit "$head_pid" 60
+[ "$exit_code" = 0 ] || die "the head exited $exit_code"
+wait_exit "$node_pid" 30
+[ "$exit_code" = 0 ] || die "node 1 exited $exit_code after the head stopped"
+if pgrep -f "$work/run" > /dev/null; then die "stage processes left: $(pgrep -af "$work/run")"; fi
+leftover=$(find "$work/run" "$work/run-head" "$work/run-node2" -mindepth 1 2> /dev/null | head -n 5)
 [ -z "$leftover" ] || die "runtime directories left: $leftover"
 log "PASS"

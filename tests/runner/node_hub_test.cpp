@@ -178,8 +178,12 @@ TEST_F(NodeHubTest, LateJoinAndPlanAndNodeLossAndReturn) {
     // Silent past node_timeout: missing, its stage restarting with a reason naming the node.
     node.send(node::Heartbeat{.session = accepted.session, .node_rank = 1, .pids = {{"pb", 4242}}});
     auto missing = [&] { return hub_->nodes()[1].missing; };
+    // The hub marks the node, then tells the coordinator: wait for the coordinator.
+    auto down_reported = [&] {
+        return (*coordinator)->health().reason.find("is missing") != std::string::npos;
+    };
     const auto deadline = std::chrono::steady_clock::now() + milliseconds(10000);
-    while (!missing() && std::chrono::steady_clock::now() < deadline) {
+    while (!down_reported() && std::chrono::steady_clock::now() < deadline) {
         node.receive("none", milliseconds(50));
     }
     ASSERT_TRUE(missing());
