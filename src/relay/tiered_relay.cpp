@@ -12,6 +12,10 @@ class TieredRelay final : public Relay {
 
     [[nodiscard]] std::string_view backend() const override { return "tiered"; }
 
+    [[nodiscard]] bool reads_backend(std::string_view name) const override {
+        return name == options_.local->backend() || name == options_.remote->backend();
+    }
+
     [[nodiscard]] Capabilities capabilities() const override {
         Capabilities local = options_.local->capabilities();
         Capabilities remote = options_.remote->capabilities();

@@ -5,8 +5,8 @@
 //
 //   put_async(tensor, request_id, dst_rank): `remote` when dst_rank is a remote rank, else
 //     `local` (a put without dst_rank goes to `local`).
-//   get_async(metadata, ...): the relay whose backend() is metadata["backend"]; metadata of
-//     any other backend is invalid_argument.
+//   get_async(metadata, ...): the relay whose backend() is metadata["backend"] (reads_backend
+//     is true for both); metadata of any other backend is invalid_argument.
 //   allocate_send_buffer: from the relay every send of this process uses (`send_buffers`), else
 //     ordinary host memory (the put copies it once).
 //   cleanup / close reach both.
