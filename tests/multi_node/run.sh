@@ -206,6 +206,25 @@ serve_node=("${in_node[@]}" env "XDG_RUNTIME_DIR=$work/run-node1" "$omnirt" serv
     "${common[@]}")
 
 if [ "$mode" = loopback ]; then
+    # Flags that do not fit together: exit 2 with the reason, before anything starts.
+    expect_refusal() {
+        local expected=$1 code=0
+        shift
+        "$omnirt" serve --vad-model none "$@" > "$work/refused.log" 2>&1 || code=$?
+        [ "$code" -ne 0 ] || die "omnirt serve $* should have been refused"
+        grep -q -- "$expected" "$work/refused.log" ||
+            die "omnirt serve $*: expected '$expected', got: $(cat "$work/refused.log")"
+    }
+    expect_refusal "needs --dist-init-addr" --config "$config" --nnodes 2 --node-addr 127.0.0.1
+    expect_refusal "needs --node-addr" --config "$config" --nnodes 2 --dist-init-addr 127.0.0.1:1
+    expect_refusal "no port" --nnodes 2 --node-rank 1 --dist-init-addr head --node-addr 127.0.0.2
+    expect_refusal "is not below --nnodes 2" --nnodes 2 --node-rank 2 --dist-init-addr h:1 \
+        --node-addr 127.0.0.2
+    expect_refusal "need --nnodes 2 or more" --config "$config" --node-rank 1
+    expect_refusal "stage 'talker' is placed on node 1, but the pipeline runs on 1 node" \
+        --config "$config" --port 0
+    log "flags that do not fit together are refused"
+
     # A node that never joins: a clear error within the bound, not a hang.
     start lonely "${serve_head[@]}" --node-join-timeout 1
     wait_exit "$started_pid" 30
@@ -225,6 +244,12 @@ wait_for_line "$work/head.log" "serve: listening on http" 90
 url=$(sed -n 's/.*listening on \(http[^ ]*\).*/\1/p' "$work/head.log" | head -n 1)
 read -r status file < <(api GET /health)
 [ "$status" = 200 ] || die "health: HTTP $status $(cat "$file")"
+# Node 1 answers /health for its own processes.
+node_health_port=$(sed -n 's/.*health on port \([0-9]*\).*/\1/p' "$work/node.log" | head -n 1)
+node_health=$("${in_node[@]}" curl -sS --max-time 10 -w ' %{http_code}' \
+    "http://127.0.0.1:$node_health_port/health") || die "node 1 /health: no answer"
+[ "${node_health##* }" = 200 ] || die "node 1 /health: $node_health"
+echo "$node_health" | grep -q '"talker"' || die "node 1 /health names no process: $node_health"
 answers two_nodes
 same_answers two_nodes
 log "two nodes answer as one host does"
