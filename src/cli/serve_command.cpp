@@ -162,6 +162,10 @@ int serve(const ServeOptions& options) {
                       pipeline::Coordinator& coordinator) {
                 return raw_hub->serve_plan(std::move(plan), coordinator);
             };
+        // The nodes stop their stages before the coordinator goes (also when start-up fails).
+        pipeline_options.before_stop = [raw_hub] {
+            raw_hub->stop(std::chrono::milliseconds(10000));
+        };
     }
     auto stop_nodes = [&] {
         if (hub) hub->stop(std::chrono::milliseconds(10000));

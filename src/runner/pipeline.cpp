@@ -79,6 +79,7 @@ void Pipeline::State::stop_all() {
     std::lock_guard lock(stop_mutex);
     if (stopped) return;
     stopped = true;
+    if (options.before_stop) options.before_stop();
     // Exits from here on are expected: no restart starts, nothing is watched any more.
     park_restarter();
     if (supervisor) supervisor->stop();

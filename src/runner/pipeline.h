@@ -56,6 +56,10 @@ struct PipelineOptions {
     // to hand the plan to the other nodes (runner::NodeHub::serve_plan). Its error fails start().
     std::function<Status(std::shared_ptr<const config::RuntimePlan>, pipeline::Coordinator&)>
         on_coordinator_started;
+    // Several nodes: called first by stop() (also when start() fails after
+    // on_coordinator_started), while the coordinator still exists: stops the other nodes and
+    // whatever reports to the coordinator about them (runner::NodeHub::stop).
+    std::function<void()> before_stop;
 };
 
 // Where supervision reports the stages of a process group that went down or came back: the

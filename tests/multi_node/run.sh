@@ -79,6 +79,8 @@ if [ "$mode" = netns ]; then
     ip -n "$ns_node" link set "$veth_node" up
     addr_head=10.77.0.1
     addr_node=10.77.0.2
+    # UCX only on the link between the nodes (it gives up on a peer that also advertises lo).
+    export UCX_NET_DEVICES=$veth_head,$veth_node
     in_head=(ip netns exec "$ns_head")
     in_node=(ip netns exec "$ns_node")
     base_port=17000

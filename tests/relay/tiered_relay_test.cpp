@@ -16,9 +16,9 @@ namespace {
 class TieredRelayTest : public ShmRelayTest {
   protected:
     // A tiered relay whose rank 1 is remote.
-    std::unique_ptr<Relay> tiered(const std::string& name,
-                                  TieredRelayOptions::SendBuffers send_buffers =
-                                      TieredRelayOptions::SendBuffers::host) {
+    std::unique_ptr<Relay> tiered(
+        const std::string& name,
+        TieredRelayOptions::SendBuffers send_buffers = TieredRelayOptions::SendBuffers::host) {
         auto ucx = create_ucx_relay(
             RelayOptions{.backend = "ucx", .name = name, .slot_bytes = 64 << 10, .credits = 4});
         EXPECT_TRUE(ucx.has_value()) << ucx.error().to_string();
@@ -38,7 +38,7 @@ class TieredRelayTest : public ShmRelayTest {
         EXPECT_TRUE(put.has_value()) << put.error().to_string();
         if (!put) return "";
         std::string backend = (*put)->metadata().find("backend")->as_string();
-        Tensor dest = Tensor::empty({4096}, DType::u8);
+        Tensor dest = Tensor::empty({4096}, DType::u8).value();
         auto get = receiver.get_async((*put)->metadata(), dest, "r");
         EXPECT_TRUE(get.has_value()) << get.error().to_string();
         if (!get) return "";
@@ -58,9 +58,9 @@ TEST_F(TieredRelayTest, PicksTheBackendByRankAndReadsBoth) {
     EXPECT_TRUE(sender->reads_backend("ucx"));
     EXPECT_FALSE(sender->reads_backend("gloo"));
     EXPECT_TRUE(sender->capabilities().cross_host);
-    EXPECT_EQ(round_trip(*sender, *receiver, 1, 1), "ucx");    // remote rank
-    EXPECT_EQ(round_trip(*sender, *receiver, 0, 2), "shm");    // local rank
-    EXPECT_EQ(round_trip(*sender, *receiver, 7, 3), "shm");    // not listed: local
+    EXPECT_EQ(round_trip(*sender, *receiver, 1, 1), "ucx");  // remote rank
+    EXPECT_EQ(round_trip(*sender, *receiver, 0, 2), "shm");  // local rank
+    EXPECT_EQ(round_trip(*sender, *receiver, 7, 3), "shm");  // not listed: local
     // A plain relay of either backend reads what the tiered one wrote through it.
     auto plain = make(options("plain"));
     ASSERT_TRUE(plain);
@@ -84,7 +84,7 @@ TEST_F(TieredRelayTest, SendBuffersComeFromTheRelayEverySendUses) {
         const std::int64_t rank = sender == remote_only.get() ? 1 : 0;
         auto put = sender->put_async(*buffer, "r", rank);
         ASSERT_TRUE(put.has_value()) << put.error().to_string();
-        Tensor dest = Tensor::empty({4096}, DType::u8);
+        Tensor dest = Tensor::empty({4096}, DType::u8).value();
         auto get = receiver->get_async((*put)->metadata(), dest, "r");
         ASSERT_TRUE(get.has_value()) << get.error().to_string();
         ASSERT_TRUE((*get)->wait_for_completion(Duration(10000)).has_value());
@@ -95,10 +95,9 @@ TEST_F(TieredRelayTest, SendBuffersComeFromTheRelayEverySendUses) {
 TEST_F(TieredRelayTest, RefusesForeignMetadataAndBadConstruction) {
     auto relay = tiered("relay");
     ASSERT_TRUE(relay);
-    Tensor dest = Tensor::empty({16}, DType::u8);
-    for (const Value& metadata :
-         {Value(Map{{"backend", "gloo"}, {"nbytes", 16}}), Value(Map{{"nbytes", 16}}),
-          Value(List{1, 2}), Value()}) {
+    Tensor dest = Tensor::empty({16}, DType::u8).value();
+    for (const Value& metadata : {Value(Map{{"backend", "gloo"}, {"nbytes", 16}}),
+                                  Value(Map{{"nbytes", 16}}), Value(List{1, 2}), Value()}) {
         auto get = relay->get_async(metadata, dest, "r");
         ASSERT_FALSE(get.has_value());
         EXPECT_EQ(get.error().code, ErrorCode::invalid_argument);

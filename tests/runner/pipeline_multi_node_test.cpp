@@ -130,9 +130,11 @@ TEST(PipelineMultiNode, TensorsCrossTheNodesAndMatchOneNode) {
         *config, {.binary = omnirt::testing::omnirt_binary(),
                   .heartbeat_interval = milliseconds(20),
                   .node_addresses = *addresses,
-                  .on_coordinator_started = [raw_hub](auto plan, pipeline::Coordinator& c) {
-                      return raw_hub->serve_plan(std::move(plan), c);
-                  }});
+                  .on_coordinator_started =
+                      [raw_hub](auto plan, pipeline::Coordinator& c) {
+                          return raw_hub->serve_plan(std::move(plan), c);
+                      },
+                  .before_stop = [raw_hub] { raw_hub->stop(milliseconds(10000)); }});
     ASSERT_TRUE(pipeline.has_value()) << pipeline.error().to_string();
 
     // The plan: shm within node 0, ucx across, same-process dispatch within node 1.

@@ -9,10 +9,12 @@
 #include <sched.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/mount.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <thread>
 
@@ -36,7 +38,14 @@ class Namespaces {
   public:
     Namespaces() : tag_(std::to_string(::getpid())) {}
     ~Namespaces() {
-        for (const auto& name : names_) run("ip netns del " + name);
+        // In the mount namespace this process started in (enter() made one of its own, where
+        // the namespaces' files cannot be removed).
+        const std::string prefix = original_mounts_ >= 0
+                                       ? "nsenter --mount=/proc/" + std::to_string(::getpid()) +
+                                             "/fd/" + std::to_string(original_mounts_) + " -- "
+                                       : "";
+        for (const auto& name : names_) run(prefix + "ip netns del " + name);
+        if (original_mounts_ >= 0) ::close(original_mounts_);
     }
 
     // Empty on success, else why the test cannot run here.
@@ -45,7 +54,8 @@ class Namespaces {
         if (run("command -v ip") != 0) return "no 'ip' command (iproute2)";
         for (int i = 0; i < 2; ++i) {
             std::string name = "omnirt-t" + tag_ + "-" + std::to_string(i);
-            if (run("ip netns add " + name) != 0) return "ip netns add failed: no network namespaces";
+            if (run("ip netns add " + name) != 0)
+                return "ip netns add failed: no network namespaces";
             names_.push_back(name);
         }
         const std::string a = "omt" + tag_ + "a";
@@ -67,15 +77,24 @@ class Namespaces {
         return {};
     }
 
-    // Moves this thread (and what it starts later) into namespace `index`.
+    // Moves this (still single-threaded) process into namespace `index` the way `ip netns exec`
+    // does: its network namespace, and a mount namespace of its own whose /sys shows that
+    // namespace's interfaces (UCX reads /sys/class/net).
     bool enter(int index) {
-        int fd = ::open(("/var/run/netns/" + names_[static_cast<std::size_t>(index)]).c_str(),
-                        O_RDONLY | O_CLOEXEC);
+        const std::string& name = names_[static_cast<std::size_t>(index)];
+        int fd = ::open(("/var/run/netns/" + name).c_str(), O_RDONLY | O_CLOEXEC);
         if (fd < 0) return false;
-        const bool ok = ::setns(fd, CLONE_NEWNET) == 0;
+        const bool joined = ::setns(fd, CLONE_NEWNET) == 0;
         ::close(fd);
-        return ok;
+        original_mounts_ = ::open("/proc/self/ns/mnt", O_RDONLY | O_CLOEXEC);
+        if (!joined || original_mounts_ < 0 || ::unshare(CLONE_NEWNS) != 0) return false;
+        if (::mount("", "/", nullptr, MS_SLAVE | MS_REC, nullptr) != 0) return false;
+        ::umount2("/sys", MNT_DETACH);
+        return ::mount(name.c_str(), "/sys", "sysfs", 0, nullptr) == 0;
     }
+
+    // The veth ends, "omt<pid>a,omt<pid>b": each namespace has one.
+    [[nodiscard]] std::string veth_devices() const { return "omt" + tag_ + "a,omt" + tag_ + "b"; }
 
     [[nodiscard]] const std::string& name(int index) const {
         return names_[static_cast<std::size_t>(index)];
@@ -84,6 +103,7 @@ class Namespaces {
   private:
     std::string tag_;
     std::vector<std::string> names_;
+    int original_mounts_ = -1;
 };
 
 // A child process, SIGTERM then SIGKILL at destruction.
@@ -119,19 +139,23 @@ stages:
 TEST(PipelineNetns, TensorsCrossNamespacesOverUcxTcp) {
     Namespaces namespaces;
     if (std::string why = namespaces.create(); !why.empty()) GTEST_SKIP() << why;
-    ASSERT_TRUE(namespaces.enter(0));
-    ::setenv("UCX_TLS", "tcp", 1);
+    if (run("command -v nsenter") != 0) GTEST_SKIP() << "no 'nsenter' (util-linux)";
+    ASSERT_TRUE(namespaces.enter(0)) << std::strerror(errno);
+    ::setenv("UCX_TLS", "tcp", /*overwrite=*/0);  // tcp unless the caller chose
+    // Only the link between the nodes: UCX 1.13 gives up on a peer that also advertises an
+    // interface it cannot reach (its lo), even when the veth would do (openucx/ucx#7599).
+    ::setenv("UCX_NET_DEVICES", namespaces.veth_devices().c_str(), /*overwrite=*/0);
     ASSERT_TRUE(enable_test_stages().has_value());
     ASSERT_TRUE(register_builtins().has_value());
 
     std::vector<Value> expected;
     {
-        auto single =
-            omnirt::testing::start_pipeline(pipeline_yaml(false), {.placement = Placement::processes});
+        auto single = omnirt::testing::start_pipeline(pipeline_yaml(false),
+                                                      {.placement = Placement::processes});
         ASSERT_TRUE(single.has_value()) << single.error().to_string();
         for (int i = 0; i < 3; ++i) {
-            auto result = (*single)->submit("one-" + std::to_string(i),
-                                            OmniRequest{.inputs = Map{{"n", i}}});
+            auto result =
+                (*single)->submit("one-" + std::to_string(i), OmniRequest{.inputs = Map{{"n", i}}});
             ASSERT_TRUE(result.has_value()) << result.error().to_string();
             expected.push_back(result->data);
         }
@@ -146,10 +170,24 @@ TEST(PipelineNetns, TensorsCrossNamespacesOverUcxTcp) {
     const std::string endpoint = (*hub)->endpoint();  // tcp://10.77.1.1:PORT
     const std::string head = endpoint.substr(std::string("tcp://").size());
     const std::string log = ::testing::TempDir() + "/netns-node1-" + std::to_string(::getpid());
-    std::vector<std::string> args = {"ip", "netns", "exec", namespaces.name(1),
-                                     omnirt::testing::omnirt_binary(), "serve", "--nnodes", "2",
-                                     "--node-rank", "1", "--dist-init-addr", head, "--node-addr",
-                                     "10.77.1.2", "--port", "0", "--node-join-timeout", "60"};
+    std::vector<std::string> args = {"ip",
+                                     "netns",
+                                     "exec",
+                                     namespaces.name(1),
+                                     omnirt::testing::omnirt_binary(),
+                                     "serve",
+                                     "--nnodes",
+                                     "2",
+                                     "--node-rank",
+                                     "1",
+                                     "--dist-init-addr",
+                                     head,
+                                     "--node-addr",
+                                     "10.77.1.2",
+                                     "--port",
+                                     "0",
+                                     "--node-join-timeout",
+                                     "60"};
     std::vector<char*> argv;
     for (auto& arg : args) argv.push_back(arg.data());
     argv.push_back(nullptr);
@@ -172,11 +210,13 @@ TEST(PipelineNetns, TensorsCrossNamespacesOverUcxTcp) {
         *config, {.binary = omnirt::testing::omnirt_binary(),
                   .heartbeat_interval = milliseconds(20),
                   .node_addresses = *addresses,
-                  .on_coordinator_started = [raw_hub](auto plan, pipeline::Coordinator& c) {
-                      return raw_hub->serve_plan(std::move(plan), c);
-                  }});
-    ASSERT_TRUE(pipeline.has_value()) << pipeline.error().to_string() << "\nnode 1: "
-                                      << std::ifstream(log).rdbuf();
+                  .on_coordinator_started =
+                      [raw_hub](auto plan, pipeline::Coordinator& c) {
+                          return raw_hub->serve_plan(std::move(plan), c);
+                      },
+                  .before_stop = [raw_hub] { raw_hub->stop(milliseconds(10000)); }});
+    ASSERT_TRUE(pipeline.has_value())
+        << pipeline.error().to_string() << "\nnode 1: " << std::ifstream(log).rdbuf();
     EXPECT_EQ((*pipeline)->plan().edges.at(0).tier, "ucx");
     for (int i = 0; i < 3; ++i) {
         auto result =
