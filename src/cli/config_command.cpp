@@ -1,5 +1,6 @@
 #include "cli/config_command.h"
 
+#include <algorithm>
 #include <iostream>
 #include <memory>
 
@@ -15,7 +16,22 @@ struct ConfigOptions {
     std::string file;
     std::vector<std::string> overrides;
     std::string format = "text";
+    std::vector<std::string> node_addresses;  // several nodes: one per rank
 };
+
+// The node addresses a plan is shown for: --node-addr, else, when stages name nodes other than
+// 0, placeholders "node0", "node1", ... up to the highest rank named (the real ones are
+// exchanged when the nodes join).
+std::vector<std::string> node_addresses_for(const ConfigOptions& options,
+                                            const config::PipelineConfig& config) {
+    if (!options.node_addresses.empty()) return options.node_addresses;
+    int highest = 0;
+    for (const auto& stage : config.stages) highest = std::max(highest, stage.node.value_or(0));
+    std::vector<std::string> out;
+    if (highest == 0) return out;
+    for (int rank = 0; rank <= highest; ++rank) out.push_back("node" + std::to_string(rank));
+    return out;
+}
 
 void print_diagnostics(const std::vector<config::Diagnostic>& diagnostics) {
     for (const auto& diagnostic : diagnostics) std::cerr << diagnostic.to_string() << "\n";
@@ -35,7 +51,8 @@ int run_validate(const ConfigOptions& options) {
                   << (report.diagnostics.size() == 1 ? " error" : " errors") << "\n";
         return 1;
     }
-    auto plan = config::prepare_runtime(*report.config);
+    auto plan = config::prepare_runtime(
+        *report.config, {.node_addresses = node_addresses_for(options, *report.config)});
     if (!plan) {
         std::cerr << options.file << ": " << plan.error().message << "\n";
         return 1;
@@ -59,7 +76,8 @@ int run_show(const ConfigOptions& options) {
         print_diagnostics(report.diagnostics);
         return 1;
     }
-    auto plan = config::prepare_runtime(*report.config);
+    auto plan = config::prepare_runtime(
+        *report.config, {.node_addresses = node_addresses_for(options, *report.config)});
     if (!plan) {
         std::cerr << options.file << ": " << plan.error().message << "\n";
         return 1;
@@ -82,6 +100,9 @@ void add_config_command(CLI::App& app, int& exit_code) {
                          "Override a config value: path=value (YAML scalar typing; stages by "
                          "name, e.g. stages.thinker.factory_args.max_seq_len=4096)")
             ->take_all();
+        command->add_option("--node-addr", options->node_addresses,
+                            "Several nodes: each node's address, rank 0 first (default: "
+                            "placeholders node0, node1, ... when stages set `node:`)");
     };
 
     CLI::App* validate = config->add_subcommand(

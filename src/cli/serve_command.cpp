@@ -12,6 +12,7 @@
 
 #include "cli/default_config.h"
 #include "cli/default_model.h"
+#include "cli/serve_nodes.h"
 #include "client/client.h"
 #include "config/load.h"
 #include "models/builtin_families.h"
@@ -46,6 +47,7 @@ struct ServeOptions {
     std::size_t max_body_mb = 64;
     std::string profile_dir = "/tmp/omnirt-profile";
     std::string vad_model = vad::default_model_path();
+    NodeFlags nodes;
 };
 
 // A YAML flow-scalar for a path (JSON string syntax is valid YAML).
@@ -158,6 +160,14 @@ int serve(const ServeOptions& options) {
     sigaddset(&signals, SIGINT);
     sigaddset(&signals, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+    if (auto checked = check_node_flags(options.nodes); !checked) {
+        std::cerr << "omnirt serve: " << checked.error().message << "\n";
+        return 2;
+    }
+    // A node other than the head takes its plan from the head: no config, no HTTP API.
+    if (options.nodes.several() && options.nodes.node_rank > 0) {
+        return run_node(options.nodes, options.host, options.port);
+    }
 
     auto config = load_config(options);
     if (!config) {
@@ -171,8 +181,33 @@ int serve(const ServeOptions& options) {
         std::cerr << "omnirt serve: " << saved_voices.error().to_string() << "\n";
         return 1;
     }
-    auto pipeline = runner::Pipeline::start(*config);
+    runner::PipelineOptions pipeline_options;
+    std::unique_ptr<runner::NodeHub> hub;  // several nodes: stopped before the pipeline
+    if (options.nodes.several()) {
+        auto head = start_head(options.nodes, config->restart);
+        if (!head) {
+            std::cerr << "omnirt serve: " << head.error().to_string() << "\n";
+            return 1;
+        }
+        hub = std::move(head->hub);
+        pipeline_options.node_addresses = std::move(head->node_addresses);
+        runner::NodeHub* raw_hub = hub.get();
+        pipeline_options.on_coordinator_started =
+            [raw_hub](std::shared_ptr<const config::RuntimePlan> plan,
+                      pipeline::Coordinator& coordinator) {
+                return raw_hub->serve_plan(std::move(plan), coordinator);
+            };
+        // The nodes stop their stages before the coordinator goes (also when start-up fails).
+        pipeline_options.before_stop = [raw_hub] {
+            raw_hub->stop(std::chrono::milliseconds(10000));
+        };
+    }
+    auto stop_nodes = [&] {
+        if (hub) hub->stop(std::chrono::milliseconds(10000));
+    };
+    auto pipeline = runner::Pipeline::start(*config, pipeline_options);
     if (!pipeline) {
+        stop_nodes();
         std::cerr << "omnirt serve: " << pipeline.error().to_string() << "\n";
         return 1;
     }
@@ -208,11 +243,13 @@ int serve(const ServeOptions& options) {
     auto server = serve::api::ApiServer::create(std::move(server_options), client);
     if (!server) {
         std::cerr << "omnirt serve: " << server.error().to_string() << "\n";
+        stop_nodes();
         (*pipeline)->stop();
         return 1;
     }
     if (auto started = (*server)->start(); !started) {
         std::cerr << "omnirt serve: " << started.error().to_string() << "\n";
+        stop_nodes();
         (*pipeline)->stop();
         return 1;
     }
@@ -245,8 +282,10 @@ int serve(const ServeOptions& options) {
         }
     }
     drainer.join();
-    // The pipeline ends every request still live (their callbacks use the server's state), then
-    // the server goes.
+    // The other nodes stop their stages first (so their supervision does not restart them when
+    // the coordinator's shutdown reaches them); the pipeline ends every request still live
+    // (their callbacks use the server's state), then the server goes.
+    stop_nodes();
     (*pipeline)->stop();
     server->reset();
     return 0;
@@ -318,6 +357,7 @@ void add_serve_command(CLI::App& app, int& exit_code) {
                         "one the setup caches; \"none\": manual turns only)");
     command->add_option("--profile-dir", options->profile_dir,
                         "Where /start_profile writes traces (default /tmp/omnirt-profile)");
+    add_node_flags(*command, options->nodes);
     command->callback([options, &exit_code] { exit_code = serve(*options); });
 }
 

@@ -94,10 +94,26 @@ StageConfig parse_stage(const ConfigNode& node, std::size_t index,
         if (text && !text->empty()) display = *text;
     }
     FieldReader reader(node, display, "", stage.field_locations, diagnostics);
-    reader.reject_unknown_keys({"name", "factory", "factory_args", "next", "terminal", "route_fn",
-                                "gpu", "tp_size", "process", "wait_for", "wait_for_fn", "merge_fn",
-                                "stream_to", "stream_done_to_fn", "project_payload", "relay",
-                                "gpu_memory_fraction", "fan_in_timeout_s", "replicas"});
+    reader.reject_unknown_keys({"name",
+                                "factory",
+                                "factory_args",
+                                "next",
+                                "terminal",
+                                "route_fn",
+                                "gpu",
+                                "tp_size",
+                                "process",
+                                "wait_for",
+                                "wait_for_fn",
+                                "merge_fn",
+                                "stream_to",
+                                "stream_done_to_fn",
+                                "project_payload",
+                                "relay",
+                                "gpu_memory_fraction",
+                                "fan_in_timeout_s",
+                                "replicas",
+                                "node"});
     reader.require("name");
     reader.require("factory");
 
@@ -135,6 +151,11 @@ StageConfig parse_stage(const ConfigNode& node, std::size_t index,
     if (auto replicas = reader.integer("replicas", false)) {
         if (auto narrowed = narrow_to_int(reader, *node.find("replicas"), "replicas", *replicas)) {
             stage.replicas = *narrowed;
+        }
+    }
+    if (auto node_rank = reader.integer("node")) {
+        if (auto narrowed = narrow_to_int(reader, *node.find("node"), "node", *node_rank)) {
+            stage.node = *narrowed;
         }
     }
     return stage;

@@ -65,6 +65,8 @@ std::string render_json(const RuntimePlan& plan) {
                         {"runtime_dir", plan.runtime_dir},
                         {"coordinator", plan.coordinator_endpoint},
                         {"abort", plan.abort_endpoint}};
+    out["nodes"] = plan.node_addresses;
+    out["remote_relay_backend"] = plan.remote_relay_backend;
     json stages = json::array();
     for (const auto& s : plan.stages) {
         json stage = {{"name", s.name},
@@ -75,6 +77,7 @@ std::string render_json(const RuntimePlan& plan) {
                       {"gpu", s.gpu},
                       {"tp_size", s.tp_size},
                       {"endpoint", s.endpoint},
+                      {"node", s.node},
                       {"relay",
                        {{"backend", s.relay.backend},
                         {"device", s.relay.device},
@@ -107,7 +110,8 @@ std::string render_json(const RuntimePlan& plan) {
     out["stages"] = std::move(stages);
     json processes = json::array();
     for (const auto& p : plan.processes) {
-        json process = {{"name", p.name}, {"stages", p.stages}, {"relay_rank", p.relay_rank}};
+        json process = {
+            {"name", p.name}, {"stages", p.stages}, {"relay_rank", p.relay_rank}, {"node", p.node}};
         process["gpu"] = p.gpu ? json(*p.gpu) : json();
         if (p.replicas > 1) process["replica"] = {{"index", p.replica}, {"of", p.replicas}};
         if (p.tp) {
@@ -125,7 +129,8 @@ std::string render_json(const RuntimePlan& plan) {
                          {"to", e.to},
                          {"kind", e.kind == EdgeKind::normal ? "normal" : "stream"},
                          {"same_process", e.same_process},
-                         {"same_gpu", e.same_gpu}});
+                         {"same_gpu", e.same_gpu},
+                         {"tier", e.tier}});
     }
     out["edges"] = std::move(edges);
     out["env_defaults"] = plan.env_defaults;
@@ -139,7 +144,15 @@ std::string render_text(const RuntimePlan& plan) {
     out << "  entry: " << plan.entry_stage << "\n";
     out << "  terminal: " << join(plan.terminal_stages);
     if (plan.terminal_stages_fn) out << " (per request: " << *plan.terminal_stages_fn << ")";
-    out << "\n  relay backend: " << plan.relay_backend << "\n";
+    out << "\n  relay backend: " << plan.relay_backend;
+    if (!plan.remote_relay_backend.empty()) {
+        out << " (between nodes: " << plan.remote_relay_backend << ")";
+    }
+    out << "\n";
+    for (std::size_t rank = 0; rank < plan.node_addresses.size(); ++rank) {
+        out << "  node " << rank << ": " << plan.node_addresses[rank]
+            << (rank == 0 ? " (head: coordinator, HTTP API)" : "") << "\n";
+    }
     out << "  runtime dir: " << plan.runtime_dir << "\n";
     out << "  coordinator: " << plan.coordinator_endpoint << " (aborts " << plan.abort_endpoint
         << ")\n\nstages:\n";
@@ -148,6 +161,7 @@ std::string render_text(const RuntimePlan& plan) {
         out << "    process " << join(s.processes) << ", " << gpu_text(s.gpu);
         if (s.tp_size > 1) out << ", tp " << s.tp_size;
         if (s.replicas > 1) out << ", " << s.replicas << " replicas";
+        if (!plan.node_addresses.empty()) out << ", node " << s.node;
         out << "\n    endpoint " << (s.replicas > 1 ? join(s.replica_endpoints) : s.endpoint)
             << "\n";
         out << "    relay " << s.relay.backend << " on " << s.relay.device << ", slot "
@@ -169,6 +183,7 @@ std::string render_text(const RuntimePlan& plan) {
     out << "\nprocesses:\n";
     for (const auto& p : plan.processes) {
         out << "  " << p.name << ": " << join(p.stages);
+        if (!plan.node_addresses.empty()) out << " (node " << p.node << ")";
         if (p.gpu) out << " (gpu " << *p.gpu << ")";
         if (p.replicas > 1) out << " (replica " << p.replica << " of " << p.replicas << ")";
         if (p.tp)
@@ -182,7 +197,7 @@ std::string render_text(const RuntimePlan& plan) {
         if (e.kind == EdgeKind::stream) out << " (stream)";
         if (e.same_process) out << " [same process]";
         if (e.same_gpu) out << " [same gpu]";
-        out << "\n";
+        out << " via " << e.tier << "\n";
     }
     return out.str();
 }
@@ -200,6 +215,7 @@ std::string render_mermaid(const RuntimePlan& plan) {
     out << "  coordinator([coordinator])\n";
     for (const auto& p : plan.processes) {
         out << "  subgraph " << mermaid_id("proc_" + p.name) << " [\"process " << p.name;
+        if (!plan.node_addresses.empty()) out << " (node " << p.node << ")";
         if (p.gpu) out << " (gpu " << *p.gpu << ")";
         out << "\"]\n";
         for (const auto& stage : p.stages) {
@@ -220,7 +236,9 @@ std::string render_mermaid(const RuntimePlan& plan) {
     };
     out << "  coordinator --> " << id_of(plan.entry_stage) << "\n";
     for (const auto& e : plan.edges) {
-        out << "  " << id_of(e.from) << (e.kind == EdgeKind::normal ? " --> " : " -. stream .-> ")
+        out << "  " << id_of(e.from)
+            << (e.kind == EdgeKind::normal ? " -- " + e.tier + " --> "
+                                           : " -. stream " + e.tier + " .-> ")
             << id_of(e.to) << "\n";
     }
     for (const auto& terminal : plan.terminal_stages) {

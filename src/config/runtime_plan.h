@@ -45,6 +45,7 @@ struct ProcessPlan {
     // replica `replica` of `replicas`.
     int replica = 0;
     int replicas = 1;
+    int node = 0;  // the node rank that runs it
 };
 
 // The name of replica `replica` of a process group or stage: "{base}.r{replica}".
@@ -60,6 +61,9 @@ struct Edge {
     EdgeKind kind = EdgeKind::normal;
     bool same_process = false;  // LOCAL_OBJECT dispatch possible
     bool same_gpu = false;      // different processes on the same primary GPU (stream IPC path)
+    // What carries it: "local" (same-process dispatch), else the relay backend: the pipeline's
+    // relay_backend between processes of one node, remote_relay_backend between nodes.
+    std::string tier;
 };
 
 struct StagePlan {
@@ -87,6 +91,7 @@ struct StagePlan {
     std::optional<std::string> stream_done_to_fn;
     std::map<std::string, std::string> project_payload;
     double fan_in_timeout_s = kDefaultFanInTimeoutS;
+    int node = 0;  // the node rank that runs its processes
 
     // Derived from next / stream_to and placement.
     std::vector<std::string> local_targets;            // next targets in the same process
@@ -111,6 +116,12 @@ struct RuntimePlan {
     // for the other backends.
     std::string relay_rendezvous;
 
+    // Several nodes (docs/multi_node.md): each node's address, index = node rank; the endpoints
+    // of a node's stages bind there. Empty for one node.
+    std::vector<std::string> node_addresses;
+    // The relay backend of edges between nodes ("ucx"); empty for one node.
+    std::string remote_relay_backend;
+
     std::vector<StagePlan> stages;  // config order
     std::vector<ProcessPlan> processes;
     std::vector<Edge> edges;
@@ -133,7 +144,14 @@ struct PrepOptions {
     // (nothing is created; the runner creates the real one with RuntimeDirectory).
     std::string runtime_dir;
     const Registry* registry = nullptr;  // for injectable args; null = Registry::global()
+    // Several nodes: every node's address (index = node rank, at least 2). Endpoints become tcp,
+    // each on its node's address from endpoints.base_port up; a stage's `node` must be below
+    // the count. Empty: one node, endpoints as the config says.
+    std::vector<std::string> node_addresses;
 };
+
+// The relay backend between nodes.
+inline constexpr const char* kRemoteRelayBackend = "ucx";
 
 // Builds the plan of a config that passed validation. Fails only for conditions validation
 // cannot know (an ipc path too long for a Unix socket, tcp ports past 65535).

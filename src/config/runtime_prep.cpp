@@ -29,14 +29,20 @@ void merge_into(Map& base, const Map& overrides) {
 
 class EndpointAllocator {
   public:
-    EndpointAllocator(const EndpointsConfig& endpoints, std::string runtime_dir)
+    // `node_addresses` non-empty: tcp endpoints on each node's address, one port counter per
+    // node, all from endpoints.base_port.
+    EndpointAllocator(const EndpointsConfig& endpoints, std::string runtime_dir,
+                      std::vector<std::string> node_addresses)
         : endpoints_(endpoints),
           runtime_dir_(std::move(runtime_dir)),
-          next_port_(endpoints.base_port) {}
+          node_addresses_(std::move(node_addresses)) {
+        if (node_addresses_.empty()) node_addresses_ = {endpoints.host};
+        next_port_.assign(node_addresses_.size(), endpoints.base_port);
+    }
 
     // `name` for ipc socket files; `fallback` when the path would not fit a Unix socket.
-    Result<std::string> socket(const std::string& name, const std::string& fallback) {
-        if (endpoints_.scheme == EndpointScheme::tcp) return tcp();
+    Result<std::string> socket(const std::string& name, const std::string& fallback, int node = 0) {
+        if (tcp_scheme()) return tcp(node);
         for (const std::string& candidate : {name, fallback}) {
             std::string path = runtime_dir_ + "/" + candidate + ".sock";
             if (path.size() < sizeof(sockaddr_un{}.sun_path)) return "ipc://" + path;
@@ -47,27 +53,38 @@ class EndpointAllocator {
                         "shorter directory");
     }
 
-    Result<std::string> rendezvous(const std::string& stage) { return store("tp-" + stage); }
+    Result<std::string> rendezvous(const std::string& stage, int node) {
+        return store("tp-" + stage, node);
+    }
 
     // A c10d rendezvous: a file store in the runtime directory, or a TCP port of its own.
-    Result<std::string> store(const std::string& name) {
-        if (endpoints_.scheme == EndpointScheme::tcp) return tcp();
+    Result<std::string> store(const std::string& name, int node = 0) {
+        if (tcp_scheme()) return tcp(node);
         return "file://" + runtime_dir_ + "/" + name + ".store";
     }
 
   private:
-    Result<std::string> tcp() {
-        if (next_port_ > 65535) {
+    [[nodiscard]] bool tcp_scheme() const {
+        return endpoints_.scheme == EndpointScheme::tcp || node_addresses_.size() > 1;
+    }
+
+    Result<std::string> tcp(int node) {
+        int& next_port = next_port_.at(static_cast<std::size_t>(node));
+        if (next_port > 65535) {
             return fail(ErrorCode::out_of_range, "endpoints.base_port " +
                                                      std::to_string(endpoints_.base_port) +
                                                      " leaves too few ports for this pipeline");
         }
-        return "tcp://" + endpoints_.host + ":" + std::to_string(next_port_++);
+        const std::string& host = node_addresses_.at(static_cast<std::size_t>(node));
+        // An IPv6 literal goes in brackets in a ZMQ endpoint.
+        const bool ipv6 = host.find(':') != std::string::npos;
+        return "tcp://" + (ipv6 ? "[" + host + "]" : host) + ":" + std::to_string(next_port++);
     }
 
     const EndpointsConfig& endpoints_;
     std::string runtime_dir_;
-    int next_port_;
+    std::vector<std::string> node_addresses_;
+    std::vector<int> next_port_;
 };
 
 std::string relay_device(const StageConfig& stage, const std::string& backend) {
@@ -139,14 +156,30 @@ Result<RuntimePlan> prepare_runtime(const PipelineConfig& config, const PrepOpti
     plan.entry_stage = config.resolved_entry_stage();
     plan.terminal_stages = config.terminal_stages();
     plan.terminal_stages_fn = config.terminal_stages_fn;
-    plan.scheme = config.endpoints.scheme;
+    plan.scheme = options.node_addresses.size() > 1 ? EndpointScheme::tcp : config.endpoints.scheme;
     plan.runtime_dir = options.runtime_dir.empty()
                            ? runtime_base_path(config.endpoints) + "/omnirt-XXXXXX"
                            : options.runtime_dir;
     plan.env_defaults = config.env_defaults;
     plan.plugins = config.plugins;
 
-    EndpointAllocator endpoints(config.endpoints, plan.runtime_dir);
+    const bool multi_node = options.node_addresses.size() > 1;
+    const std::size_t nodes = std::max<std::size_t>(options.node_addresses.size(), 1);
+    for (const StageConfig& stage : config.stages) {
+        if (static_cast<std::size_t>(stage.node.value_or(0)) >= nodes) {
+            return fail(ErrorCode::invalid_argument,
+                        "stage '" + stage.name + "' is placed on node " +
+                            std::to_string(*stage.node) + ", but the pipeline runs on " +
+                            std::to_string(nodes) + (nodes == 1 ? " node" : " nodes") +
+                            " (serve it with --nnodes " + std::to_string(*stage.node + 1) +
+                            " or more)");
+        }
+    }
+    if (multi_node) {
+        plan.node_addresses = options.node_addresses;
+        plan.remote_relay_backend = kRemoteRelayBackend;
+    }
+    EndpointAllocator endpoints(config.endpoints, plan.runtime_dir, options.node_addresses);
     OMNI_TRY(plan.coordinator_endpoint, endpoints.socket("coordinator", "c"));
     OMNI_TRY(plan.abort_endpoint, endpoints.socket("abort", "a"));
 
@@ -175,13 +208,17 @@ Result<RuntimePlan> prepare_runtime(const PipelineConfig& config, const PrepOpti
                      .stream_to = stage.stream_to,
                      .stream_done_to_fn = stage.stream_done_to_fn,
                      .project_payload = stage.project_payload,
-                     .fan_in_timeout_s = stage.fan_in_timeout_s};
-        OMNI_TRY(sp.endpoint, endpoints.socket("stage-" + stage.name, "s" + std::to_string(i)));
+                     .fan_in_timeout_s = stage.fan_in_timeout_s,
+                     .node = multi_node ? stage.node.value_or(0) : 0};
+        const int node = sp.node;
+        OMNI_TRY(sp.endpoint,
+                 endpoints.socket("stage-" + stage.name, "s" + std::to_string(i), node));
         if (stage.is_tp()) {
             std::vector<std::string> names = tp_process_names(stage);
-            OMNI_TRY(std::string rendezvous, endpoints.rendezvous(stage.name));
+            OMNI_TRY(std::string rendezvous, endpoints.rendezvous(stage.name, node));
             for (int rank = 0; rank < stage.tp_size; ++rank) {
                 ProcessPlan& process = process_index(names[rank]);
+                process.node = node;
                 process.stages.push_back(stage.name);
                 if (stage.on_gpu()) process.gpu = stage.gpu[rank];
                 process.tp = TpRank{.stage = stage.name,
@@ -189,10 +226,10 @@ Result<RuntimePlan> prepare_runtime(const PipelineConfig& config, const PrepOpti
                                     .size = stage.tp_size,
                                     .rendezvous = rendezvous};
                 if (rank > 0) {
-                    OMNI_TRY(
-                        process.tp->endpoint,
-                        endpoints.socket("tp-" + stage.name + "-" + std::to_string(rank),
-                                         "t" + std::to_string(i) + "_" + std::to_string(rank)));
+                    OMNI_TRY(process.tp->endpoint,
+                             endpoints.socket("tp-" + stage.name + "-" + std::to_string(rank),
+                                              "t" + std::to_string(i) + "_" + std::to_string(rank),
+                                              node));
                 }
             }
             sp.process = names.front();
@@ -204,6 +241,7 @@ Result<RuntimePlan> prepare_runtime(const PipelineConfig& config, const PrepOpti
             for (int k = 0; k < stage.replicas; ++k) {
                 ProcessPlan& process =
                     process_index(stage.replicas > 1 ? replica_name(name, k) : name);
+                process.node = node;
                 process.stages.push_back(stage.name);
                 if (stage.on_gpu()) process.gpu = stage.gpu.front();
                 process.replica = k;
@@ -215,7 +253,8 @@ Result<RuntimePlan> prepare_runtime(const PipelineConfig& config, const PrepOpti
         plan.stages.push_back(std::move(sp));
     }
 
-    // Replica endpoints after every other stage endpoint, so replicas move no port.
+    // Replica endpoints after every other stage endpoint, so replicas move no port (each on
+    // its stage's node: the replicas of a stage run where the stage is placed).
     for (std::size_t i = 0; i < plan.stages.size(); ++i) {
         StagePlan& sp = plan.stages[i];
         if (sp.replicas < 2) continue;
@@ -223,7 +262,7 @@ Result<RuntimePlan> prepare_runtime(const PipelineConfig& config, const PrepOpti
         for (int k = 1; k < sp.replicas; ++k) {
             OMNI_TRY(std::string endpoint,
                      endpoints.socket("stage-" + replica_name(sp.name, k),
-                                      "s" + std::to_string(i) + "r" + std::to_string(k)));
+                                      "s" + std::to_string(i) + "r" + std::to_string(k), sp.node));
             sp.replica_endpoints.push_back(std::move(endpoint));
         }
     }
@@ -279,8 +318,12 @@ Result<RuntimePlan> prepare_runtime(const PipelineConfig& config, const PrepOpti
                 Edge edge{.from = from.name, .to = target, .kind = kind};
                 edge.same_process =
                     from.tp_size == 1 && to->tp_size == 1 && from.process == to->process;
-                edge.same_gpu = !edge.same_process && !from.gpu.empty() && !to->gpu.empty() &&
-                                from.gpu.front() == to->gpu.front();
+                const bool same_node = from.node == to->node;
+                edge.same_gpu = !edge.same_process && same_node && !from.gpu.empty() &&
+                                !to->gpu.empty() && from.gpu.front() == to->gpu.front();
+                edge.tier = edge.same_process ? "local"
+                            : same_node       ? plan.relay_backend
+                                              : plan.remote_relay_backend;
                 if (kind == EdgeKind::normal) {
                     if (edge.same_process) from.local_targets.push_back(target);
                 } else {

@@ -22,6 +22,8 @@ inline constexpr double kDefaultRestartWindowS = 300.0;
 inline constexpr std::int64_t kDefaultBackoffInitialMs = 500;
 inline constexpr std::int64_t kDefaultBackoffMaxMs = 10000;
 inline constexpr int kMaxReplicas = 64;
+// The largest node rank a `node:` field may name.
+inline constexpr int kMaxNodeRank = 1023;
 
 // Where a config value came from: a file position ("pipeline.yaml:12:5") or a command-line
 // override ("--set stages.thinker.gpu=1").
@@ -64,6 +66,9 @@ struct StageConfig {
     double fan_in_timeout_s = kDefaultFanInTimeoutS;  // AggregatedInput gives up after this
     // Processes running this stage's process group (docs/config.md "Replicas"), 1..kMaxReplicas.
     int replicas = 1;
+    // The node (rank, 0..nnodes-1) whose `omnirt serve --node-rank` runs the stage's process
+    // group (every rank of a TP stage); unset: node 0. Several nodes: docs/multi_node.md.
+    std::optional<int> node;
 
     // Where the stage and each of its fields were written ("next" -> location).
     SourceLocation location;

@@ -225,6 +225,7 @@ std::vector<Diagnostic> validate_pipeline(const PipelineConfig& config,
     detail::validate_placement(config, out);
     detail::validate_fusion(config, out);
     detail::validate_replicas(config, out);
+    detail::validate_nodes(config, out);
     if (options.check_registry) {
         const Registry& registry = options.registry ? *options.registry : Registry::global();
         detail::validate_registry(config, registry, out);

@@ -33,6 +33,7 @@ void validate_topology(const PipelineConfig& config, std::vector<Diagnostic>& ou
 void validate_placement(const PipelineConfig& config, std::vector<Diagnostic>& out);
 void validate_fusion(const PipelineConfig& config, std::vector<Diagnostic>& out);
 void validate_replicas(const PipelineConfig& config, std::vector<Diagnostic>& out);
+void validate_nodes(const PipelineConfig& config, std::vector<Diagnostic>& out);
 void validate_registry(const PipelineConfig& config, const Registry& registry,
                        std::vector<Diagnostic>& out);
 

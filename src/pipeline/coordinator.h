@@ -175,7 +175,9 @@ class Coordinator {
                           StageState state = StageState::failed);
     // Supervision: the restarting stages' new process `pid` is ready. Each stage is running
     // again with the first heartbeat from `pid` that arrives after the new process's abort
-    // subscriptions (heartbeats of other pids are ignored).
+    // subscriptions (heartbeats of other pids are ignored). When `pid` is the incarnation whose
+    // heartbeats the stage last sent (a node whose link came back), no new subscription is
+    // awaited.
     void mark_stages_restarted(const std::vector<std::string>& stages, std::int64_t pid);
 
     // Profiler control: sent to every stage.

@@ -124,11 +124,14 @@ void CoordinatorCore::mark_stages_restarted(const std::vector<std::string>& stag
     for (const auto& stage : stages) {
         auto it = stages_.find(stage);
         if (it == stages_.end() || it->second.state != StageState::restarting) continue;
+        // The incarnation it had (a node whose link came back) is subscribed already.
+        const bool same_process = it->second.pid == pid;
         it->second.accepted_pid = pid;
         it->second.last_seen.reset();
         // Each stage of the new process subscribes once. Subscriptions of other processes
         // starting meanwhile may count too: the gate can open early, never stay shut.
-        it->second.subscriptions_needed = it->second.subscriptions_at_down + stages.size();
+        it->second.subscriptions_needed =
+            same_process ? 0 : it->second.subscriptions_at_down + stages.size();
     }
 }
 

@@ -79,8 +79,13 @@ Result<Tensor> read_buffer(relay::Relay& relay, const proto::PayloadHeader& head
         }
         return Tensor();
     }
-    OMNI_TRY(relay::CommonMetadata common,
-             relay::read_common_metadata(relay_metadata, relay.backend()));
+    // A tiered relay (several nodes) reads the metadata of each of its backends.
+    const Value* written_by = relay_metadata.is_map() ? relay_metadata.find("backend") : nullptr;
+    const std::string_view backend = written_by != nullptr && written_by->is_string() &&
+                                             relay.reads_backend(written_by->as_string())
+                                         ? std::string_view(written_by->as_string())
+                                         : relay.backend();
+    OMNI_TRY(relay::CommonMetadata common, relay::read_common_metadata(relay_metadata, backend));
     // Read before judging the size, so that a transfer we refuse still returns the sender's slot.
     OMNI_TRY(Tensor buffer, get_buffer(relay, relay_metadata, common.nbytes, request_id, options));
     if (common.nbytes < header.buffer_bytes) {

@@ -6,11 +6,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 
 #include "pipeline/local_dispatch.h"
 #include "pipeline/replica_routing.h"
 #include "pipeline/stage_internal.h"
 #include "relay/registry.h"
+#include "relay/tiered_relay.h"
 
 namespace omnirt::pipeline {
 namespace {
@@ -83,7 +85,38 @@ Result<std::unique_ptr<relay::Relay>> make_relay(const config::RuntimePlan& plan
         .rendezvous = plan.relay_rendezvous,
         .zero_copy = true,
     };
-    return relay::create_relay(options);
+    OMNI_TRY(auto local, relay::create_relay(options));
+    if (plan.remote_relay_backend.empty() || plan.remote_relay_backend == options.backend) {
+        return local;
+    }
+    // Several nodes: edges to and from stages on other nodes go through the remote backend.
+    std::set<std::int64_t> remote_ranks;
+    bool remote_edges = false;
+    bool local_sends = false;
+    bool remote_sends = false;
+    for (const auto& edge : plan.edges) {
+        if (edge.from != stage.name && edge.to != stage.name) continue;
+        const config::StagePlan* peer =
+            plan.find_stage(edge.from == stage.name ? edge.to : edge.from);
+        if (peer == nullptr || edge.tier == "local") continue;
+        const bool remote = peer->node != stage.node;
+        remote_edges = remote_edges || remote;
+        if (remote) remote_ranks.insert(peer->relay.rank);
+        if (edge.from == stage.name) (remote ? remote_sends : local_sends) = true;
+    }
+    if (!remote_edges) return local;
+    relay::RelayOptions remote_options = options;
+    remote_options.backend = plan.remote_relay_backend;
+    remote_options.device = Device::cpu();  // between hosts the relay moves host memory
+    OMNI_TRY(auto remote, relay::create_relay(remote_options));
+    using SendBuffers = relay::TieredRelayOptions::SendBuffers;
+    return relay::create_tiered_relay({.local = std::move(local),
+                                       .remote = std::move(remote),
+                                       .remote_ranks = std::move(remote_ranks),
+                                       .send_buffers = local_sends && remote_sends
+                                                           ? SendBuffers::host
+                                                       : remote_sends ? SendBuffers::remote
+                                                                      : SendBuffers::local});
 }
 
 }  // namespace

@@ -93,6 +93,11 @@ class Relay {
     virtual ~Relay() = default;
 
     [[nodiscard]] virtual std::string_view backend() const = 0;
+    // Whether get_async reads metadata that `name` wrote: its own backend (a relay made of
+    // several, relay/tiered_relay.h, reads each of theirs).
+    [[nodiscard]] virtual bool reads_backend(std::string_view name) const {
+        return name == backend();
+    }
     [[nodiscard]] virtual Capabilities capabilities() const = 0;
 
     // A writable host buffer of `nbytes` whose put_async moves no bytes when the backend can

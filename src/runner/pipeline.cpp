@@ -47,6 +47,7 @@ Status Pipeline::State::start_children(Clock::time_point deadline) {
                  raw->on_child_exit(name, status);
              }));
     for (const auto& process : plan->processes) {
+        if (process.node != node_rank) continue;  // another node runs it
         // Supervision names a replica's stages as the coordinator knows them ("{stage}.r{k}").
         std::vector<std::string> stages;
         for (const auto& stage : process.stages) {
@@ -83,6 +84,7 @@ void Pipeline::State::stop_all() {
     std::lock_guard lock(stop_mutex);
     if (stopped) return;
     stopped = true;
+    if (options.before_stop) options.before_stop();
     // Exits from here on are expected: no restart starts, nothing is watched any more.
     park_restarter();
     if (supervisor) supervisor->stop();
@@ -91,7 +93,9 @@ void Pipeline::State::stop_all() {
     hosts.clear();
     // The shutdown message makes every child exit by itself; SIGTERM (then SIGKILL) only for
     // one that does not within the grace period.
-    const auto grace_end = Clock::now() + options.shutdown_grace;
+    // Without a coordinator (a node other than the head) nobody sent the shutdown message.
+    const auto grace_end =
+        Clock::now() + (coordinator ? options.shutdown_grace : std::chrono::milliseconds(0));
     for (auto& slot : slots) {
         if (!slot->child) continue;
         std::optional<ExitStatus> exited = slot->child->wait_exit(remaining(grace_end));
@@ -154,7 +158,12 @@ Result<std::unique_ptr<Pipeline>> Pipeline::start(const config::PipelineConfig& 
                                                     : options.runtime_base;
     OMNI_TRY(state->runtime_dir, config::RuntimeDirectory::create(base));
     OMNI_TRY(config::RuntimePlan plan,
-             config::prepare_runtime(config, {.runtime_dir = state->runtime_dir->path()}));
+             config::prepare_runtime(config, {.runtime_dir = state->runtime_dir->path(),
+                                              .node_addresses = options.node_addresses}));
+    if (options.placement == Placement::in_process && !options.node_addresses.empty()) {
+        return fail(ErrorCode::unimplemented,
+                    "a pipeline on several nodes needs placement 'processes'");
+    }
     if (options.placement == Placement::in_process &&
         (plan.relay_backend == "gloo" || plan.relay_backend == "nccl")) {
         // Creating a c10d relay joins its process group, which blocks until every rank joins;
@@ -169,8 +178,21 @@ Result<std::unique_ptr<Pipeline>> Pipeline::start(const config::PipelineConfig& 
     OMNI_TRY(state->coordinator,
              pipeline::Coordinator::create(coordinator_options(*state->plan, options)));
     OMNI_RETURN_IF_ERROR(state->coordinator->start());
+    pipeline::Coordinator* coordinator = state->coordinator.get();
+    state->events = {
+        .down =
+            [coordinator](const std::vector<std::string>& stages, const std::string& reason,
+                          pipeline::StageState stage_state) {
+                coordinator->mark_stages_down(stages, reason, stage_state);
+            },
+        .restarted = [coordinator](
+                         const std::vector<std::string>& stages,
+                         std::int64_t pid) { coordinator->mark_stages_restarted(stages, pid); }};
     std::unique_ptr<Pipeline> pipeline(new Pipeline(std::move(state)));
     State& s = *pipeline->state_;
+    if (s.options.on_coordinator_started) {
+        OMNI_RETURN_IF_ERROR(s.options.on_coordinator_started(s.plan, *s.coordinator));
+    }
 
     if (options.placement == Placement::in_process) {
         pipeline::StageHostOptions host_options{.relay_timeout = options.relay_timeout,
@@ -195,6 +217,29 @@ Result<std::unique_ptr<Pipeline>> Pipeline::start(const config::PipelineConfig& 
         return fail(announced.error().with_context("pipeline '" + s.plan->name +
                                                    "': stages did not report in time"));
     }
+    return pipeline;
+}
+
+Result<std::unique_ptr<Pipeline>> Pipeline::start_node(config::RuntimePlan plan, int node_rank,
+                                                       const config::RestartPolicy& restart,
+                                                       StageEvents events,
+                                                       PipelineOptions options) {
+    OMNI_RETURN_IF_ERROR(register_builtins());
+    if (options.placement != Placement::processes) {
+        return fail(ErrorCode::unimplemented, "a node runs its stages in child processes");
+    }
+    auto state = std::make_unique<State>();
+    state->options = options;
+    state->restart_policy = restart;
+    state->events = std::move(events);
+    state->node_rank = node_rank;
+    std::string base =
+        options.runtime_base.empty() ? config::runtime_base_path({}) : options.runtime_base;
+    OMNI_TRY(state->runtime_dir, config::RuntimeDirectory::create(base));
+    plan.runtime_dir = state->runtime_dir->path();
+    state->plan = std::make_shared<const config::RuntimePlan>(std::move(plan));
+    std::unique_ptr<Pipeline> pipeline(new Pipeline(std::move(state)));
+    OMNI_RETURN_IF_ERROR(pipeline->state_->start_children(Clock::now() + options.startup_timeout));
     return pipeline;
 }
 

@@ -23,6 +23,7 @@
 // from one owner thread, which must outlive the pipeline: children get PR_SET_PDEATHSIG, which
 // fires when the thread that started them exits.
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -48,6 +49,27 @@ struct PipelineOptions {
     std::chrono::milliseconds relay_timeout{60000};
     std::chrono::milliseconds heartbeat_interval{1000};
     std::size_t max_live_requests = 65536;
+    // Several nodes (docs/multi_node.md): every node's address, index = node rank (empty: one
+    // node). start() then runs the coordinator and the process groups of node 0 only.
+    std::vector<std::string> node_addresses;
+    // Several nodes: called once the coordinator listens, before start() waits for every stage,
+    // to hand the plan to the other nodes (runner::NodeHub::serve_plan). Its error fails start().
+    std::function<Status(std::shared_ptr<const config::RuntimePlan>, pipeline::Coordinator&)>
+        on_coordinator_started;
+    // Several nodes: called first by stop() (also when start() fails after
+    // on_coordinator_started), while the coordinator still exists: stops the other nodes and
+    // whatever reports to the coordinator about them (runner::NodeHub::stop).
+    std::function<void()> before_stop;
+};
+
+// Where supervision reports the stages of a process group that went down or came back: the
+// coordinator for start(), the head for start_node() (runner/node_agent.h). Called from the
+// supervision threads; must not block for long.
+struct StageEvents {
+    std::function<void(const std::vector<std::string>& stages, const std::string& reason,
+                       pipeline::StageState state)>
+        down;
+    std::function<void(const std::vector<std::string>& stages, std::int64_t pid)> restarted;
 };
 
 class Pipeline {
@@ -56,6 +78,14 @@ class Pipeline {
     // built-in backends and stages first. On failure nothing is left running.
     [[nodiscard]] static Result<std::unique_ptr<Pipeline>> start(
         const config::PipelineConfig& config, PipelineOptions options = {});
+    // Several nodes, a rank other than 0: starts the process groups `plan` places on node
+    // `node_rank` as child processes (in a private runtime directory that replaces the plan's)
+    // and supervises them as start() does under `restart`, reporting to `events` instead of a
+    // coordinator (the coordinator runs on the head). coordinator(), submit(), stream(),
+    // abort() and health() must not be called on the result.
+    [[nodiscard]] static Result<std::unique_ptr<Pipeline>> start_node(
+        config::RuntimePlan plan, int node_rank, const config::RestartPolicy& restart,
+        StageEvents events, PipelineOptions options = {});
     Pipeline(const Pipeline&) = delete;
     Pipeline& operator=(const Pipeline&) = delete;
     ~Pipeline();  // stop()

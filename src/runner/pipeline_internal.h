@@ -50,8 +50,10 @@ struct Pipeline::State {
     // Destroyed last: the runtime directory holds the sockets and the plan file.
     std::unique_ptr<config::RuntimeDirectory> runtime_dir;
     std::shared_ptr<const config::RuntimePlan> plan;
-    std::unique_ptr<pipeline::Coordinator> coordinator;
-    std::vector<std::unique_ptr<ProcessSlot>> slots;  // fixed after start_children
+    std::unique_ptr<pipeline::Coordinator> coordinator;  // null on nodes other than the head
+    StageEvents events;                                  // supervision's reports
+    int node_rank = 0;                                   // only its process groups start here
+    std::vector<std::unique_ptr<ProcessSlot>> slots;     // fixed after start_children
     std::vector<std::unique_ptr<pipeline::StageHost>> hosts;
     std::unique_ptr<Supervisor> supervisor;
     std::mutex stop_mutex;

@@ -68,7 +68,7 @@ void Pipeline::State::handle_loss(ProcessSlot& slot, const std::string& what) {
         spdlog::error("process '{}' ({}) failed for good: {}", slot.name,
                       format_stages(slot.stages), reason);
     }
-    if (coordinator) coordinator->mark_stages_down(slot.stages, reason, state);
+    if (events.down) events.down(slot.stages, reason, state);
     if (state != pipeline::StageState::restarting) return;
     {
         // Only now: the replacement's mark_stages_restarted must follow mark_stages_down.
@@ -155,7 +155,7 @@ void Pipeline::State::restart(ProcessSlot& slot) {
         std::lock_guard lock(children_mutex);
         slot.child = std::move(child);  // destroys the dead incarnation's (reaped) object
     }
-    coordinator->mark_stages_restarted(slot.stages, pid);
+    if (events.restarted) events.restarted(slot.stages, pid);
     Status watched = supervisor->watch(slot.child.get());
     if (!watched) {
         // Only when the supervisor stopped (shutdown began): stop_all shuts the child down.

@@ -63,6 +63,7 @@ Value stage_to_value(const config::StagePlan& stage) {
         {"replicas", stage.replicas},
         {"replica_endpoints", string_list(stage.replica_endpoints)},
         {"relay", relay_to_value(stage.relay)},
+        {"node", stage.node},
         {"next", string_list(stage.next)},
         {"terminal", stage.terminal},
         {"route_fn", optional_string(stage.route_fn)},
@@ -99,6 +100,7 @@ Value process_to_value(const config::ProcessPlan& process) {
         {"relay_rank", process.relay_rank},
         {"replica", process.replica},
         {"replicas", process.replicas},
+        {"node", process.node},
     });
 }
 
@@ -109,6 +111,7 @@ Value edge_to_value(const config::Edge& edge) {
         {"kind", std::string(edge_kind_name(edge.kind))},
         {"same_process", edge.same_process},
         {"same_gpu", edge.same_gpu},
+        {"tier", edge.tier},
     });
 }
 
@@ -134,6 +137,8 @@ Value plan_to_value(const config::RuntimePlan& plan) {
         {"coordinator_endpoint", plan.coordinator_endpoint},
         {"abort_endpoint", plan.abort_endpoint},
         {"relay_rendezvous", plan.relay_rendezvous},
+        {"node_addresses", string_list(plan.node_addresses)},
+        {"remote_relay_backend", plan.remote_relay_backend},
         {"stages", Value(std::move(stages))},
         {"processes", Value(std::move(processes))},
         {"edges", Value(std::move(edges))},

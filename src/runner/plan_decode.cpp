@@ -201,6 +201,7 @@ Result<config::StagePlan> stage_from_value(const Value& value, const std::string
     }
     OMNI_TRY(const Value* relay, f.get("relay"));
     OMNI_TRY(s.relay, relay_from_value(*relay, f.path("relay")));
+    OMNI_TRY(s.node, f.small_integer("node", 0));
     OMNI_TRY(s.next, f.string_list("next"));
     OMNI_TRY(s.terminal, f.boolean("terminal"));
     OMNI_TRY(s.route_fn, f.optional_string("route_fn"));
@@ -258,6 +259,7 @@ Result<config::ProcessPlan> process_from_value(const Value& value, const std::st
         return field_error(f.path("replica"), "replica " + std::to_string(p.replica) + " of " +
                                                   std::to_string(p.replicas) + " is out of range");
     }
+    OMNI_TRY(p.node, f.small_integer("node", 0));
     OMNI_RETURN_IF_ERROR(f.finish());
     return p;
 }
@@ -278,6 +280,7 @@ Result<config::Edge> edge_from_value(const Value& value, const std::string& path
     }
     OMNI_TRY(e.same_process, f.boolean("same_process"));
     OMNI_TRY(e.same_gpu, f.boolean("same_gpu"));
+    OMNI_TRY(e.tier, f.string("tier"));
     OMNI_RETURN_IF_ERROR(f.finish());
     return e;
 }
@@ -324,6 +327,8 @@ Result<config::RuntimePlan> plan_from_value(const Value& value) {
     OMNI_TRY(plan.coordinator_endpoint, f.string("coordinator_endpoint"));
     OMNI_TRY(plan.abort_endpoint, f.string("abort_endpoint"));
     OMNI_TRY(plan.relay_rendezvous, f.string("relay_rendezvous"));
+    OMNI_TRY(plan.node_addresses, f.string_list("node_addresses"));
+    OMNI_TRY(plan.remote_relay_backend, f.string("remote_relay_backend"));
     OMNI_TRY(plan.stages, list_from_value<config::StagePlan>(f, "stages", stage_from_value));
     OMNI_TRY(plan.processes,
              list_from_value<config::ProcessPlan>(f, "processes", process_from_value));

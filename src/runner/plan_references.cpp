@@ -25,6 +25,7 @@ class References {
             const auto& s = plan.stages[i];
             std::string path = indexed("stages", i);
             OMNI_RETURN_IF_ERROR(process(path + ".process", s.process));
+            OMNI_RETURN_IF_ERROR(node(plan, path + ".node", s.node));
             for (std::size_t j = 0; j < s.processes.size(); ++j) {
                 OMNI_RETURN_IF_ERROR(process(indexed(path + ".processes", j), s.processes[j]));
             }
@@ -44,6 +45,7 @@ class References {
             const auto& p = plan.processes[i];
             std::string path = indexed("processes", i);
             OMNI_RETURN_IF_ERROR(stages(path + ".stages", p.stages));
+            OMNI_RETURN_IF_ERROR(node(plan, path + ".node", p.node));
             if (p.tp) OMNI_RETURN_IF_ERROR(stage(path + ".tp.stage", p.tp->stage));
             // A replica process binds its stages' endpoints of its replica index.
             for (const auto& name : p.stages) {
@@ -87,6 +89,14 @@ class References {
             OMNI_RETURN_IF_ERROR(stage(indexed(path, i), names[i]));
         }
         return ok_status();
+    }
+
+    // A node rank the plan has an address for (0 alone for a one-node plan).
+    static Status node(const config::RuntimePlan& plan, const std::string& path, int rank) {
+        const std::size_t nodes = std::max<std::size_t>(plan.node_addresses.size(), 1);
+        if (rank >= 0 && static_cast<std::size_t>(rank) < nodes) return ok_status();
+        return field_error(path, "node " + std::to_string(rank) + " is not one of the plan's " +
+                                     std::to_string(nodes) + " nodes");
     }
 
     Status process(const std::string& path, const std::string& name) const {

@@ -33,7 +33,7 @@ TEST(Load, UnknownStageKeyNamesTheStageAndLine) {
                                "unknown key (valid keys: name, factory, factory_args, next, "
                                "terminal, route_fn, gpu, tp_size, process, wait_for, wait_for_fn, "
                                "merge_fn, stream_to, stream_done_to_fn, project_payload, relay, "
-                               "gpu_memory_fraction, fan_in_timeout_s, replicas)"));
+                               "gpu_memory_fraction, fan_in_timeout_s, replicas, node)"));
 }
 
 TEST(Load, UnknownRelayKeyIsLocated) {

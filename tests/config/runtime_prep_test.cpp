@@ -208,7 +208,7 @@ TEST(RuntimePrep, RenderFormats) {
     EXPECT_EQ(json["edges"].size(), 3u);
     EXPECT_EQ(json["edges"][1]["kind"], "stream");
     std::string mermaid = render_plan(*plan, PlanFormat::mermaid);
-    EXPECT_NE(mermaid.find("a -. stream .-> c"), std::string::npos);
+    EXPECT_NE(mermaid.find("a -. stream shm .-> c"), std::string::npos) << mermaid;
     EXPECT_NE(mermaid.find("c ==> coordinator"), std::string::npos);
     std::string text = render_plan(*plan, PlanFormat::text);
     EXPECT_NE(text.find("a ~~> c (stream)"), std::string::npos);

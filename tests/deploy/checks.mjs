@@ -6,11 +6,11 @@
 //   declarations for unknown (misspelt) fields, which those schemas let through
 //   (known_fields.mjs).
 // - runtime: what `omnirt serve` relies on, read from its sources rather than restated here: the
-//   flags (add_option / add_flag in src/cli/serve_command.cpp), the routes (add_route in
-//   src/serve/api/), the drain timeout's default.
+//   flags (add_option / add_flag in src/cli/serve_command.cpp and src/cli/serve_nodes.cpp), the
+//   routes (add_route in src/serve/api/), the drain timeout's default.
 //
-// Files whose text holds the marker NOT USABLE YET are the planned multi-node shape: they may use
-// the flags docs/deploy.md lists under "Not yet implemented", and nothing else may.
+// Files whose text holds the marker NOT USABLE YET are planned shapes: they may use the flags
+// docs/deploy.md lists under "Not yet implemented", and nothing else may (none is listed today).
 import fs from "node:fs";
 import path from "node:path";
 import { parseAllDocuments } from "yaml";
@@ -24,8 +24,11 @@ export const kPlannedMarker = "NOT USABLE YET";
 // The flags of `omnirt serve`: {name: "option" | "flag"} (an option takes a value, a flag none),
 // the environment variables options read (envname), and the default --drain-timeout.
 export function serveInterface(repoRoot) {
+    // serve_command.cpp declares the flags, serve_nodes.cpp those of several nodes.
     const file = path.join(repoRoot, "src/cli/serve_command.cpp");
-    const text = fs.readFileSync(file, "utf8");
+    const text = ["src/cli/serve_command.cpp", "src/cli/serve_nodes.cpp"]
+        .map((name) => fs.readFileSync(path.join(repoRoot, name), "utf8"))
+        .join("\n");
     const flags = {};
     for (const match of text.matchAll(/add_(option|flag)\(\s*"(--[a-z0-9-]+)"/g)) {
         flags[match[2]] = match[1];
@@ -429,7 +432,7 @@ export function checkRuntime(manifests, { server, routes, planned }) {
     for (const name of planned) {
         if (server.flags[name]) {
             problems.push(`docs/deploy.md lists ${name} as not yet implemented, but ` +
-                          "src/cli/serve_command.cpp has it now: update the docs and manifests");
+                          "omnirt serve has it now: update the docs and manifests");
         }
     }
     const byDir = new Map();

@@ -73,13 +73,22 @@ std::string read_boot_id() {
     return id;
 }
 
+// The network namespace ("net:[4026531840]"), empty when unreadable.
+std::string read_network_namespace() {
+    char link[128] = {};
+    ssize_t n = ::readlink("/proc/self/ns/net", link, sizeof link - 1);
+    return n > 0 ? std::string(link, static_cast<std::size_t>(n)) : std::string();
+}
+
 }  // namespace
 
+// Peers in another network namespace count as another host: they are reached the way a remote
+// host is (UCX over the network), which is what a node in its own namespace needs.
 const std::string& local_host_id() {
     static const std::string id = [] {
         char name[256] = {};
         ::gethostname(name, sizeof name - 1);
-        return std::string(name) + "/" + read_boot_id();
+        return std::string(name) + "/" + read_boot_id() + "/" + read_network_namespace();
     }();
     return id;
 }

@@ -1,0 +1,224 @@
+// NodeHub (runner/node_hub.h) against raw ZMQ peers: the join handshake, refused and malformed
+// joins, the bounded wait for nodes, the plan handed out, and a node that goes silent and comes
+// back (reported to a real coordinator).
+#include "runner/node_hub.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <future>
+#include <thread>
+#include <zmq.hpp>
+
+#include "config/runtime_dir.h"
+#include "runner/node_protocol.h"
+#include "runner/plan_codec.h"
+
+namespace omnirt::runner {
+namespace {
+
+using std::chrono::milliseconds;
+
+// A node as the hub sees it: a DEALER connected to the hub's endpoint.
+class FakeNode {
+  public:
+    FakeNode(zmq::context_t& context, const std::string& endpoint)
+        : socket_(context, zmq::socket_type::dealer) {
+        socket_.set(zmq::sockopt::linger, 0);
+        socket_.connect(endpoint);
+    }
+
+    void send_bytes(const std::vector<std::uint8_t>& bytes) {
+        ASSERT_TRUE(socket_.send(zmq::buffer(bytes), zmq::send_flags::none));
+    }
+    void send(const node::NodeMessage& message) {
+        auto bytes = node::encode_node_message(message);
+        ASSERT_TRUE(bytes.has_value());
+        send_bytes(*bytes);
+    }
+
+    // The next message of `type` within the timeout (others are skipped: hub heartbeats).
+    std::optional<node::NodeMessage> receive(std::string_view type,
+                                             milliseconds timeout = milliseconds(5000)) {
+        const auto deadline = std::chrono::steady_clock::now() + timeout;
+        while (std::chrono::steady_clock::now() < deadline) {
+            zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
+            zmq::poll(&item, 1, milliseconds(50));
+            zmq::message_t frame;
+            if (!socket_.recv(frame, zmq::recv_flags::dontwait)) continue;
+            auto message = node::decode_node_message(
+                std::span(static_cast<const std::uint8_t*>(frame.data()), frame.size()));
+            if (message && node::message_type(*message) == type) return *message;
+        }
+        return std::nullopt;
+    }
+
+    std::string reject_reason() {
+        auto message = receive("reject");
+        return message ? std::get<node::Reject>(*message).reason : "<no reject>";
+    }
+
+  private:
+    zmq::socket_t socket_;
+};
+
+node::Join join_as(int rank, std::string address = "10.77.0.2", int nnodes = 2) {
+    return node::Join{
+        .nnodes = nnodes, .node_rank = rank, .address = std::move(address), .pid = 77};
+}
+
+class NodeHubTest : public ::testing::Test {
+  protected:
+    void SetUp() override {
+        auto hub = NodeHub::create({.bind_endpoint = "tcp://127.0.0.1:0",
+                                    .nnodes = 2,
+                                    .head_address = "127.0.0.1",
+                                    .heartbeat_interval = milliseconds(50),
+                                    .node_timeout = milliseconds(400)});
+        ASSERT_TRUE(hub.has_value()) << hub.error().to_string();
+        hub_ = std::move(*hub);
+    }
+
+    zmq::context_t context_{1};
+    std::unique_ptr<NodeHub> hub_;
+};
+
+TEST_F(NodeHubTest, CreateRefusesBadOptions) {
+    EXPECT_FALSE(
+        NodeHub::create(
+            {.bind_endpoint = "tcp://127.0.0.1:0", .nnodes = 1, .head_address = "127.0.0.1"})
+            .has_value());
+    EXPECT_FALSE(
+        NodeHub::create({.bind_endpoint = "tcp://127.0.0.1:0", .nnodes = 2, .head_address = ""})
+            .has_value());
+    auto unbindable = NodeHub::create(
+        {.bind_endpoint = "tcp://not an address:1", .nnodes = 2, .head_address = "127.0.0.1"});
+    ASSERT_FALSE(unbindable.has_value());
+    EXPECT_EQ(unbindable.error().code, ErrorCode::unavailable);
+}
+
+TEST_F(NodeHubTest, WaitForNodesNamesTheMissingRank) {
+    auto addresses = hub_->wait_for_nodes(milliseconds(200));
+    ASSERT_FALSE(addresses.has_value());
+    EXPECT_EQ(addresses.error().code, ErrorCode::deadline_exceeded);
+    EXPECT_NE(addresses.error().message.find("node 1 did not join within 0.2 s"), std::string::npos)
+        << addresses.error().message;
+}
+
+TEST_F(NodeHubTest, MalformedAndRefusedJoinsGetAReasonAndChangeNothing) {
+    FakeNode node(context_, hub_->endpoint());
+    node.send_bytes({0xc1, 0x00});
+    EXPECT_NE(node.reject_reason().find("node message: not a valid encoding"), std::string::npos);
+    node.send_bytes(*proto::encode_value(Value(Map{{"type", "join"}, {"version", 1}})));
+    EXPECT_NE(node.reject_reason().find("nnodes: missing"), std::string::npos);
+    node.send(join_as(1, "10.77.0.2", 3));
+    EXPECT_NE(node.reject_reason().find("the node says --nnodes 3, the head runs 2 nodes"),
+              std::string::npos);
+    node.send(join_as(0));
+    EXPECT_NE(node.reject_reason().find("node rank 0 is the head"), std::string::npos);
+    node.send(join_as(5));
+    EXPECT_NE(node.reject_reason().find("node rank 5 is not below --nnodes 2"), std::string::npos);
+    node.send(node::Welcome{});
+    EXPECT_NE(node.reject_reason().find("is sent by the head"), std::string::npos);
+    node.send(node::Heartbeat{.session = 1, .node_rank = 1});
+    EXPECT_TRUE(node.receive("rejoin").has_value());  // not joined: join first
+    // None of that counted as a join.
+    EXPECT_FALSE(hub_->wait_for_nodes(milliseconds(100)).has_value());
+    EXPECT_FALSE(hub_->nodes()[1].joined);
+}
+
+TEST_F(NodeHubTest, LateJoinAndPlanAndNodeLossAndReturn) {
+    // The head waits; the node joins after the wait began.
+    auto waiting =
+        std::async(std::launch::async, [&] { return hub_->wait_for_nodes(milliseconds(10000)); });
+    FakeNode node(context_, hub_->endpoint());
+    node.send(join_as(1));
+    auto addresses = waiting.get();
+    ASSERT_TRUE(addresses.has_value()) << addresses.error().to_string();
+    EXPECT_EQ(*addresses, (std::vector<std::string>{"127.0.0.1", "10.77.0.2"}));
+
+    // A plan with stage b on node 1 and a coordinator to report to.
+    auto runtime_dir = config::RuntimeDirectory::create(std::filesystem::temp_directory_path());
+    ASSERT_TRUE(runtime_dir.has_value());
+    config::PipelineConfig config;
+    config.model_path = "/m";
+    config::StageConfig a{.name = "a", .factory = "f", .next = {"b"}, .process = "pa"};
+    config::StageConfig b{.name = "b", .factory = "f", .terminal = true, .process = "pb"};
+    b.node = 1;
+    config.stages = {a, b};
+    auto plan = config::prepare_runtime(
+        config, {.runtime_dir = (*runtime_dir)->path(), .node_addresses = *addresses});
+    ASSERT_TRUE(plan.has_value()) << plan.error().to_string();
+    auto shared = std::make_shared<const config::RuntimePlan>(*plan);
+    pipeline::CoordinatorOptions options{
+        .coordinator_endpoint = "ipc://" + (*runtime_dir)->path() + "/c.sock",
+        .abort_endpoint = "ipc://" + (*runtime_dir)->path() + "/a.sock",
+        .stage_endpoints = {{"a", "ipc://" + (*runtime_dir)->path() + "/sa.sock"},
+                            {"b", "ipc://" + (*runtime_dir)->path() + "/sb.sock"}},
+        .entry_stage = "a",
+        .terminal_stages = {"b"}};
+    auto coordinator = pipeline::Coordinator::create(options);
+    ASSERT_TRUE(coordinator.has_value());
+    ASSERT_TRUE((*coordinator)->start().has_value());
+    ASSERT_TRUE(hub_->serve_plan(shared, **coordinator).has_value());
+    EXPECT_FALSE(hub_->serve_plan(shared, **coordinator).has_value());  // once
+
+    auto welcome = node.receive("welcome");
+    ASSERT_TRUE(welcome.has_value());
+    const auto& accepted = std::get<node::Welcome>(*welcome);
+    auto received = decode_plan(accepted.plan);
+    ASSERT_TRUE(received.has_value()) << received.error().to_string();
+    EXPECT_EQ(received->find_stage("b")->endpoint, "tcp://10.77.0.2:17000");
+
+    // Another process may not take over rank 1 with another address once the plan is placed.
+    FakeNode impostor(context_, hub_->endpoint());
+    impostor.send(join_as(1, "10.77.0.9"));
+    EXPECT_NE(impostor.reject_reason().find("placed its stages on 10.77.0.2"), std::string::npos);
+
+    // Silent past node_timeout: missing, its stage restarting with a reason naming the node.
+    node.send(node::Heartbeat{.session = accepted.session, .node_rank = 1, .pids = {{"pb", 4242}}});
+    auto missing = [&] { return hub_->nodes()[1].missing; };
+    // The hub marks the node, then tells the coordinator: wait for the coordinator.
+    auto down_reported = [&] {
+        return (*coordinator)->health().reason.find("is missing") != std::string::npos;
+    };
+    const auto deadline = std::chrono::steady_clock::now() + milliseconds(10000);
+    while (!down_reported() && std::chrono::steady_clock::now() < deadline) {
+        node.receive("none", milliseconds(50));
+    }
+    ASSERT_TRUE(missing());
+    EXPECT_NE(hub_->nodes()[1].reason.find("node 1 (10.77.0.2) is missing: no word from it"),
+              std::string::npos)
+        << hub_->nodes()[1].reason;
+    auto health = (*coordinator)->health();
+    EXPECT_FALSE(health.healthy);
+    EXPECT_NE(health.reason.find("stage 'b' is restarting: node 1 (10.77.0.2) is missing"),
+              std::string::npos)
+        << health.reason;
+    // A request through b fails at once, naming the node.
+    auto refused = (*coordinator)->submit("r1", OmniRequest{});
+    ASSERT_FALSE(refused.has_value());
+    EXPECT_EQ(refused.error().code, ErrorCode::unavailable);
+    EXPECT_NE(refused.error().message.find("node 1 (10.77.0.2)"), std::string::npos);
+
+    // Heard again: no longer missing; the coordinator waits for b's heartbeat from pid 4242.
+    node.send(node::Heartbeat{.session = accepted.session, .node_rank = 1, .pids = {{"pb", 4242}}});
+    const auto back = std::chrono::steady_clock::now() + milliseconds(10000);
+    while (missing() && std::chrono::steady_clock::now() < back) {
+        node.receive("none", milliseconds(50));
+    }
+    EXPECT_FALSE(missing());
+    // A heartbeat of a stale session is told to join again.
+    node.send(node::Heartbeat{.session = accepted.session + 1, .node_rank = 1});
+    EXPECT_TRUE(node.receive("rejoin").has_value());
+
+    // Stop: the node is told to shut down; its leave ends the wait early.
+    auto stopping = std::async(std::launch::async, [&] { hub_->stop(milliseconds(10000)); });
+    ASSERT_TRUE(node.receive("shutdown").has_value());
+    node.send(node::Leave{.session = accepted.session, .node_rank = 1, .reason = "stopped"});
+    EXPECT_EQ(stopping.wait_for(std::chrono::seconds(5)), std::future_status::ready);
+    (*coordinator)->stop();
+}
+
+}  // namespace
+}  // namespace omnirt::runner
