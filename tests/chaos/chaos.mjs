@@ -20,6 +20,7 @@ import { parseArgs } from 'node:util';
 import { setTimeout as delay } from 'node:timers/promises';
 
 import { startServer } from '../e2e/server.mjs';
+import { health, waitHealthy } from './health.mjs';
 import { kKinds, runRequest, seededRandom } from './load.mjs';
 import { alive, descendants, shmSegmentsOf, treeUsage } from './process_tree.mjs';
 
@@ -42,26 +43,6 @@ const fail = (what) => {
     failures.push(what);
     console.error(`FAIL: ${what}`);
 };
-
-async function health(origin) {
-    try {
-        const response = await fetch(`${origin}/health`, { signal: AbortSignal.timeout(5_000) });
-        return { status: response.status, body: await response.json() };
-    } catch (error) {
-        return { status: 0, body: { error: error.message } };
-    }
-}
-
-async function waitHealthy(origin, timeoutMs) {
-    const deadline = Date.now() + timeoutMs;
-    let last;
-    while (Date.now() < deadline) {
-        last = await health(origin);
-        if (last.status === 200 && last.body.status === 'ok') return { ok: true, last };
-        await delay(200);  // polling a state, not synchronising with an event
-    }
-    return { ok: false, last };
-}
 
 // A restart budget that the faults of a long run cannot spend (the budget itself is tested in
 // tests/runner), and short back-offs so that the pipeline heals between faults.

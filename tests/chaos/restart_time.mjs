@@ -14,6 +14,7 @@ import { parseArgs } from 'node:util';
 import { setTimeout as delay } from 'node:timers/promises';
 
 import { startServer } from '../e2e/server.mjs';
+import { health } from './health.mjs';
 import { descendants } from './process_tree.mjs';
 
 const { values: options } = parseArgs({
@@ -27,15 +28,6 @@ const rounds = Number(options.rounds);
 if (!['demo', 'default'].includes(options.pipeline) || !(rounds >= 1 && rounds <= 100)) {
     console.error('usage: restart_time.mjs [--pipeline demo|default] [--rounds 1..100] [--json FILE]');
     process.exit(2);
-}
-
-async function healthStatus(origin) {
-    try {
-        const response = await fetch(`${origin}/health`, { signal: AbortSignal.timeout(5_000) });
-        return (await response.json()).status;
-    } catch {
-        return 'unreachable';
-    }
 }
 
 // The process name of a stage process ("--process NAME" on its command line).
@@ -94,7 +86,7 @@ try {
             let sawDown = false;
             let healthyMs = null;
             while (performance.now() - killedAt < 60_000) {
-                const status = await healthStatus(server.origin);
+                const status = (await health(server.origin)).body.status;
                 if (status !== 'ok') sawDown = true;
                 if (sawDown && status === 'ok') {
                     healthyMs = performance.now() - killedAt;

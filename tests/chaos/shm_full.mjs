@@ -18,9 +18,9 @@
 import { spawnSync } from 'node:child_process';
 import { open, readdir, statfs, unlink, writeFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
-import { setTimeout as delay } from 'node:timers/promises';
 
 import { startServer } from '../e2e/server.mjs';
+import { health, waitHealthy } from './health.mjs';
 import { kKinds, runRequest, seededRandom } from './load.mjs';
 import { alive, descendants } from './process_tree.mjs';
 
@@ -54,26 +54,6 @@ const probe = spawnSync(kUnshare[0], [...kUnshare.slice(1), 'true'],
 if (probe.status !== 0) {
     console.log(`SKIP: cannot mount a private /dev/shm (${(probe.stderr || probe.error?.message || '').trim()})`);
     process.exit(77);
-}
-
-async function health(origin) {
-    try {
-        const response = await fetch(`${origin}/health`, { signal: AbortSignal.timeout(5_000) });
-        return { status: response.status, body: await response.json() };
-    } catch (error) {
-        return { status: 0, body: { error: error.message } };
-    }
-}
-
-async function waitHealthy(origin, timeoutMs) {
-    const deadline = Date.now() + timeoutMs;
-    let last;
-    while (Date.now() < deadline) {
-        last = await health(origin);
-        if (last.status === 200 && last.body.status === 'ok') return { ok: true, last };
-        await delay(200);  // polling a state, not synchronising with an event
-    }
-    return { ok: false, last };
 }
 
 // Restarts that the full /dev/shm makes fail must not spend the budget of this run.
