@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <thread>
 
+#include <gtest/gtest.h>
+
 #include "config/load.h"
 #include "relay/shm/segment.h"
 #include "runner/builtins.h"
@@ -58,5 +60,32 @@ int count_instance_segments(const std::string& runtime_dir) {
 }
 
 bool process_alive(int pid) { return pid > 0 && (::kill(pid, 0) == 0 || errno == EPERM); }
+
+void expect_nothing_left(runner::Pipeline& pipeline, const std::vector<int>& pids) {
+    std::string runtime_dir = pipeline.plan().runtime_dir;
+    pipeline.stop();
+    for (int pid : pids) EXPECT_FALSE(process_alive(pid)) << "pid " << pid;
+    EXPECT_EQ(count_instance_segments(runtime_dir), 0);
+    EXPECT_FALSE(std::filesystem::exists(runtime_dir));
+}
+
+pipeline::EventCallback Outcomes::callback() {
+    return [this](pipeline::RequestEvent event) {
+        if (!event.terminal()) return;
+        std::lock_guard lock(mutex_);
+        events_.push_back(std::move(event));
+        changed_.notify_all();
+    };
+}
+
+bool Outcomes::wait_for(std::size_t count, std::chrono::milliseconds timeout) {
+    std::unique_lock lock(mutex_);
+    return changed_.wait_for(lock, timeout, [&] { return events_.size() >= count; });
+}
+
+std::vector<pipeline::RequestEvent> Outcomes::events() {
+    std::lock_guard lock(mutex_);
+    return events_;
+}
 
 }  // namespace omnirt::testing

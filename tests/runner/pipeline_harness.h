@@ -2,11 +2,15 @@
 // Helpers for tests that run whole pipelines (runner::Pipeline) from YAML text: start with a
 // placement, wait for health conditions, check that nothing is left behind.
 #include <chrono>
+#include <condition_variable>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <vector>
 
 #include "core/error.h"
+#include "pipeline/coordinator.h"
 #include "runner/pipeline.h"
 
 namespace omnirt::testing {
@@ -37,5 +41,24 @@ bool all_stages_idle(runner::Pipeline& pipeline);
 int count_instance_segments(const std::string& runtime_dir);
 
 bool process_alive(int pid);
+
+// Stops `pipeline` and expects none of `pids`, no shared-memory segment of its instance and not
+// its runtime directory left.
+void expect_nothing_left(runner::Pipeline& pipeline, const std::vector<int>& pids);
+
+// Collects the terminal events of many requests.
+class Outcomes {
+  public:
+    pipeline::EventCallback callback();
+    // Until `count` terminal events arrived or `timeout` passed (a hang guard).
+    bool wait_for(std::size_t count,
+                  std::chrono::milliseconds timeout = std::chrono::milliseconds(60000));
+    std::vector<pipeline::RequestEvent> events();
+
+  private:
+    std::mutex mutex_;
+    std::condition_variable changed_;
+    std::vector<pipeline::RequestEvent> events_;
+};
 
 }  // namespace omnirt::testing

@@ -64,40 +64,6 @@ std::vector<std::int64_t> processed_when(runner::Pipeline& pipeline, const std::
     return counts;
 }
 
-// Collects the terminal events of many requests.
-class Outcomes {
-  public:
-    pipeline::EventCallback callback() {
-        return [this](pipeline::RequestEvent event) {
-            if (!event.terminal()) return;
-            std::lock_guard lock(mutex_);
-            events_.push_back(std::move(event));
-            changed_.notify_all();
-        };
-    }
-    bool wait_for(std::size_t count) {
-        std::unique_lock lock(mutex_);
-        return changed_.wait_for(lock, kHangGuard, [&] { return events_.size() >= count; });
-    }
-    std::vector<pipeline::RequestEvent> events() {
-        std::lock_guard lock(mutex_);
-        return events_;
-    }
-
-  private:
-    std::mutex mutex_;
-    std::condition_variable changed_;
-    std::vector<pipeline::RequestEvent> events_;
-};
-
-void expect_nothing_left(runner::Pipeline& pipeline, const std::vector<int>& pids) {
-    std::string runtime_dir = pipeline.plan().runtime_dir;
-    pipeline.stop();
-    for (int pid : pids) EXPECT_FALSE(process_alive(pid)) << "pid " << pid;
-    EXPECT_EQ(count_instance_segments(runtime_dir), 0);
-    EXPECT_FALSE(std::filesystem::exists(runtime_dir));
-}
-
 std::vector<int> pids_of(runner::Pipeline& pipeline) {
     std::vector<int> out;
     for (const auto& [name, pid] : pipeline.process_ids()) out.push_back(pid);
