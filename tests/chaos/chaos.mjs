@@ -22,7 +22,7 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { startServer } from '../e2e/server.mjs';
 import { health, waitHealthy } from './health.mjs';
 import { kKinds, runRequest, seededRandom } from './load.mjs';
-import { alive, descendants, shmSegmentsOf, treeUsage } from './process_tree.mjs';
+import { descendants, shmSegmentsOf, stopAndCheckGone, treeUsage } from './process_tree.mjs';
 
 const { values: options } = parseArgs({
     options: {
@@ -169,14 +169,7 @@ if (after.server.threads > baseline.server.threads + threadMargin) {
 }
 
 // Shutdown: exit 0, no process left, no segment left.
-try {
-    await server.stop();
-} catch (error) {
-    fail(`shutdown: ${error.message.split('\n')[0]}`);
-}
-const survivors = [];
-for (const pid of seenPids) if (await alive(pid)) survivors.push(pid);
-if (survivors.length > 0) fail(`processes left after shutdown: ${survivors.join(', ')}`);
+await stopAndCheckGone(server, seenPids, fail);
 const segments = await shmSegmentsOf([...seenPids]);
 if (segments.length > 0) fail(`shared-memory segments left: ${segments.join(', ')}`);
 

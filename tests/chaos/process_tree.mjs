@@ -95,3 +95,16 @@ export async function executable(pid) {
         return null;
     }
 }
+
+// Stops `server` (SIGTERM; it must exit 0) and reports, through `fail`, a failed shutdown and
+// any of `pids` still alive afterwards.
+export async function stopAndCheckGone(server, pids, fail) {
+    try {
+        await server.stop();
+    } catch (error) {
+        fail(`shutdown: ${error.message.split('\n')[0]}`);
+    }
+    const survivors = [];
+    for (const pid of pids) if (await alive(pid)) survivors.push(pid);
+    if (survivors.length > 0) fail(`processes left after shutdown: ${survivors.join(', ')}`);
+}

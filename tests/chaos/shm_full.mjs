@@ -22,7 +22,7 @@ import { parseArgs } from 'node:util';
 import { startServer } from '../e2e/server.mjs';
 import { health, waitHealthy } from './health.mjs';
 import { kKinds, runRequest, seededRandom } from './load.mjs';
-import { alive, descendants } from './process_tree.mjs';
+import { alive, descendants, stopAndCheckGone } from './process_tree.mjs';
 
 const { values: options } = parseArgs({
     options: {
@@ -155,14 +155,7 @@ const afterSegments = await segments();
 if (afterSegments.length > baselineSegments) {
     fail(`segments ${baselineSegments} -> ${afterSegments.length}: ${afterSegments.join(', ')}`);
 }
-try {
-    await server.stop();
-} catch (error) {
-    fail(`shutdown: ${error.message.split('\n')[0]}`);
-}
-const survivors = [];
-for (const pid of seenPids) if (await alive(pid)) survivors.push(pid);
-if (survivors.length > 0) fail(`processes left after shutdown: ${survivors.join(', ')}`);
+await stopAndCheckGone(server, seenPids, fail);
 
 const report = {
     shm_mib: shmMiB, filled_mib: filled / 2 ** 20, full_seconds: fullSeconds,
