@@ -1,5 +1,6 @@
 #include "engine/cpu_linear.h"
 
+#include "engine/cpu_linear_amx.h"
 #include "engine/cpu_vector.h"
 #include "engine/lane_sums.h"
 
@@ -10,6 +11,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <vector>
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #include <immintrin.h>
@@ -35,6 +37,8 @@ constexpr int kTileCols = 4;
 // going through the tiles: 2-4 rows 15-26 % faster than the tiles over a decode step's matrices
 // (two threads, alternating runs), 5 rows 10 % slower.
 constexpr int kStreamRows = 4;
+// Up to this many float32 input rows stream the weight rows (float_rows_stream).
+constexpr int kFloatStreamRows = 8;
 // Weight rows whose 16 sums per input row are reduced together (bfloat16_rows_stream).
 constexpr int kRowGroup = 16;
 // How far ahead of its reads the streaming path prefetches the weights (into L1; one line per
@@ -249,12 +253,85 @@ OMNIRT_TARGET_BF16 void bfloat16_rows_stream(const std::uint16_t* x, std::int64_
     }
 }
 
+// The float32 counterpart: R (1..kFloatStreamRows) input rows, each weight row streamed whole
+// with one FMA accumulator per input row over steps of 16 (masked tail), the lanes reduced as
+// float_tile's _mm512_reduce_add_ps does: the tiles' bits, at the memory bandwidth.
+template <int R>
+OMNIRT_TARGET_AVX512 void float_rows_stream(const float* x, std::int64_t x_stride, const float* w,
+                                            std::int64_t in, std::int64_t n_begin,
+                                            std::int64_t n_end, float* y, std::int64_t y_stride) {
+    const auto tail = static_cast<__mmask16>((1u << (in % 16)) - 1);
+    for (std::int64_t n = n_begin; n < n_end; n += kRowGroup) {
+        const auto count = static_cast<int>(std::min<std::int64_t>(kRowGroup, n_end - n));
+        __m512 sums[R][kRowGroup];
+        for (int r = 0; r < count; ++r) {
+            const float* row = w + (n + r) * in;
+            __m512 acc[R];
+#pragma GCC unroll 8
+            for (int m = 0; m < R; ++m) acc[m] = _mm512_setzero_ps();
+            std::int64_t k = 0;
+            for (; k + 16 <= in; k += 16) {
+                _mm_prefetch(reinterpret_cast<const char*>(row + k) + kStreamPrefetchBytes,
+                             _MM_HINT_T0);
+                const __m512 weights = _mm512_loadu_ps(row + k);
+#pragma GCC unroll 8
+                for (int m = 0; m < R; ++m) {
+                    acc[m] =
+                        _mm512_fmadd_ps(_mm512_loadu_ps(x + m * x_stride + k), weights, acc[m]);
+                }
+            }
+            if (k < in) {
+                const __m512 weights = _mm512_maskz_loadu_ps(tail, row + k);
+#pragma GCC unroll 8
+                for (int m = 0; m < R; ++m) {
+                    acc[m] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(tail, x + m * x_stride + k),
+                                             weights, acc[m]);
+                }
+            }
+#pragma GCC unroll 8
+            for (int m = 0; m < R; ++m) sums[m][r] = acc[m];
+        }
+        for (int m = 0; m < R; ++m) {
+            float* out = y + m * y_stride + n;
+            if (count == kRowGroup) {
+                _mm512_storeu_ps(out, engine::detail::sum_lanes16(sums[m]));
+            } else {
+                for (int r = 0; r < count; ++r) out[r] = _mm512_reduce_add_ps(sums[m][r]);
+            }
+        }
+    }
+}
+
 using RowsStreamFn = void (*)(const std::uint16_t*, std::int64_t, const std::uint16_t*,
                               std::int64_t, std::int64_t, std::int64_t, float*, std::int64_t);
 // [R - 1]
 constexpr std::array<RowsStreamFn, kStreamRows> kRowsStream = {
     bfloat16_rows_stream<1>, bfloat16_rows_stream<2>, bfloat16_rows_stream<3>,
     bfloat16_rows_stream<4>};
+using FloatRowsStreamFn = void (*)(const float*, std::int64_t, const float*, std::int64_t,
+                                   std::int64_t, std::int64_t, float*, std::int64_t);
+// [R - 1]
+constexpr std::array<FloatRowsStreamFn, kFloatStreamRows> kFloatRowsStream = {
+    float_rows_stream<1>, float_rows_stream<2>, float_rows_stream<3>, float_rows_stream<4>,
+    float_rows_stream<5>, float_rows_stream<6>, float_rows_stream<7>, float_rows_stream<8>};
+
+// fn(n_begin, n_end) over chunks of kChunkGroups row groups (256 weight rows) covering [0, out),
+// taken in turn by the ATen pool's threads as they arrive: a thread that wakes late for this
+// region takes fewer, instead of the others waiting for its fixed share.
+template <class Fn>
+void for_each_chunk(std::int64_t out, const Fn& fn) {
+    const std::int64_t chunk_rows = kChunkGroups * kRowGroup;
+    const std::int64_t chunks = (out + chunk_rows - 1) / chunk_rows;
+    std::atomic<std::int64_t> next_chunk{0};
+    at::parallel_for(0, std::min<std::int64_t>(chunks, at::get_num_threads()), 1,
+                     [&](std::int64_t, std::int64_t) {
+                         for (std::int64_t chunk = next_chunk.fetch_add(1); chunk < chunks;
+                              chunk = next_chunk.fetch_add(1)) {
+                             const std::int64_t n_begin = chunk * chunk_rows;
+                             fn(n_begin, std::min(out, n_begin + chunk_rows));
+                         }
+                     });
+}
 
 // to[i] = bfloat16(from[i]) for i < count, rounded as the scalar c10::BFloat16 conversion rounds
 // (cpu_vector.h's store8: to nearest even, NaN to 0x7FC0): the values of an
@@ -286,8 +363,8 @@ bool small_batch_linear_supported(at::ScalarType dtype) {
     return false;
 }
 
-at::Tensor small_batch_linear(const at::Tensor& x, const at::Tensor& weight,
-                              const at::Tensor& bias) {
+at::Tensor small_batch_linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
+                              LinearKernel kernel) {
 #if OMNIRT_HAVE_X86_KERNELS
     const at::ScalarType type = x.scalar_type();
     if (x.dim() != 2 || weight.dim() != 2 || !x.device().is_cpu() || !weight.device().is_cpu() ||
@@ -322,26 +399,20 @@ at::Tensor small_batch_linear(const at::Tensor& x, const at::Tensor& weight,
                             n_end - n_begin);
             }
         };
-        if (rows <= kStreamRows) {
-            // Chunks of whole row groups taken in turn by the threads as they arrive: a thread
-            // that wakes late for this region takes fewer, instead of the others waiting for
-            // its fixed share.
+        if (kernel == LinearKernel::fastest && amx::available() && amx::shape_supported(in, out)) {
+            // Every row count on the tile unit: one summation order for all.
+            const std::vector<std::uint16_t> packed =
+                amx::pack_rows(x_data, input.stride(0), rows, in);
+            for_each_chunk(out, [&](std::int64_t n_begin, std::int64_t n_end) {
+                amx::rows_range(packed.data(), rows, w_data, in, n_begin, n_end, y_data, out);
+                round_columns(n_begin, n_end);
+            });
+        } else if (kernel != LinearKernel::tiles && rows <= kStreamRows) {
             const RowsStreamFn stream = kRowsStream[static_cast<std::size_t>(rows - 1)];
-            const std::int64_t row_groups = (out + kRowGroup - 1) / kRowGroup;
-            const std::int64_t chunks = (row_groups + kChunkGroups - 1) / kChunkGroups;
-            std::atomic<std::int64_t> next_chunk{0};
-            at::parallel_for(0, std::min<std::int64_t>(chunks, at::get_num_threads()), 1,
-                             [&](std::int64_t, std::int64_t) {
-                                 for (std::int64_t chunk = next_chunk.fetch_add(1); chunk < chunks;
-                                      chunk = next_chunk.fetch_add(1)) {
-                                     const std::int64_t n_begin = chunk * kChunkGroups * kRowGroup;
-                                     const std::int64_t n_end =
-                                         std::min(out, n_begin + kChunkGroups * kRowGroup);
-                                     stream(x_data, input.stride(0), w_data, in, n_begin, n_end,
-                                            y_data, out);
-                                     round_columns(n_begin, n_end);
-                                 }
-                             });
+            for_each_chunk(out, [&](std::int64_t n_begin, std::int64_t n_end) {
+                stream(x_data, input.stride(0), w_data, in, n_begin, n_end, y_data, out);
+                round_columns(n_begin, n_end);
+            });
         } else {
             at::parallel_for(0, groups, kGrainGroups, [&](std::int64_t begin, std::int64_t end) {
                 const std::int64_t n_end = std::min(out, end * kTileCols);
@@ -354,11 +425,18 @@ at::Tensor small_batch_linear(const at::Tensor& x, const at::Tensor& weight,
     } else {
         const float* x_data = input.data_ptr<float>();
         const float* w_data = weight.data_ptr<float>();
-        at::parallel_for(0, groups, kGrainGroups, [&](std::int64_t begin, std::int64_t end) {
-            rows_range<float, FloatTile>(x_data, input.stride(0), rows, w_data, in,
-                                         begin * kTileCols, std::min(out, end * kTileCols), y_data,
-                                         out);
-        });
+        if (kernel != LinearKernel::tiles && rows <= kFloatStreamRows) {
+            const FloatRowsStreamFn stream = kFloatRowsStream[static_cast<std::size_t>(rows - 1)];
+            for_each_chunk(out, [&](std::int64_t n_begin, std::int64_t n_end) {
+                stream(x_data, input.stride(0), w_data, in, n_begin, n_end, y_data, out);
+            });
+        } else {
+            at::parallel_for(0, groups, kGrainGroups, [&](std::int64_t begin, std::int64_t end) {
+                rows_range<float, FloatTile>(x_data, input.stride(0), rows, w_data, in,
+                                             begin * kTileCols, std::min(out, end * kTileCols),
+                                             y_data, out);
+            });
+        }
     }
     if (bias.defined()) y.add_(bias.to(at::kFloat));
     return type == at::kFloat ? y : y.to(type);
@@ -366,6 +444,7 @@ at::Tensor small_batch_linear(const at::Tensor& x, const at::Tensor& weight,
     (void)x;
     (void)weight;
     (void)bias;
+    (void)kernel;
     return {};
 #endif
 }

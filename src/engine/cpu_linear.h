@@ -3,15 +3,19 @@
 // sums, weight [out, in] row-major, x [rows, in]. The weight is streamed from memory once per
 // call whatever the number of rows (the libraries' matrix-matrix paths read it at a fraction of
 // the memory bandwidth below a few dozen rows, and per-row matrix-vector products read it once
-// per row). Register tiles of 4 weight rows x up to 4 input rows; up to four bfloat16 input rows
-// stream the weight rows one after another instead (sequential reads, at the memory bandwidth),
-// with the same bits per row as in a larger batch. The threads of the ATen intra-op pool take
-// contiguous ranges of weight rows (streaming: chunks of 256 rows, handed out as the threads
-// arrive).
+// per row). Where the CPU has AMX and the weight whole tiles (in % 32 == 0, out % 16 == 0),
+// every bfloat16 row count runs on the tile unit (engine/cpu_linear_amx.h). Otherwise register
+// tiles of 4 weight rows x up to 4 input rows; up to four bfloat16 / eight float32 input rows
+// stream the weight rows one after another instead (sequential reads, at the memory bandwidth).
+// Whichever kernel a weight takes (chosen by its shape and the CPU, never by the row count), a
+// row gets the same bits alone as in a larger batch. The threads of the ATen intra-op pool take
+// contiguous ranges of weight rows (AMX and streaming: chunks of 256 rows, handed out as the
+// threads arrive).
 // bfloat16 outputs are rounded as the scalar c10::BFloat16 conversion rounds (to nearest even,
 // NaN to 0x7FC0).
 //
-//   bfloat16  AVX512-BF16 (vdpbf16ps: products of bfloat16 pairs summed in float32)
+//   bfloat16  AMX-BF16 (tdpbf16ps), else AVX512-BF16 (vdpbf16ps: products of bfloat16 pairs
+//             summed in float32)
 //   float32   AVX-512F FMA
 //
 // Both need the instructions at run time; without them (or for other dtypes and devices)
@@ -27,12 +31,21 @@ namespace omnirt::engine::cpu {
 // Rows handled here at most; more rows are compute-bound and go to the libraries' GEMMs.
 inline constexpr std::int64_t kSmallBatchMaxRows = 64;
 
+// Which kernel runs (benchmarks compare them; the engine uses `fastest`):
+//   fastest  bfloat16 on AMX where usable (engine/cpu_linear_amx.h; its sums differ in order, so
+//            in the last bits, from the AVX512-BF16 kernel's), else as `vector`
+//   vector   no AMX: up to 4 bfloat16 / 8 float32 rows stream the weight rows, more take the
+//            register tiles
+//   tiles    the register tiles only (what float32 rows took before their streaming path)
+enum class LinearKernel { fastest, vector, tiles };
+
 // x [rows, in] (any row stride, unit column stride) times weight [out, in] (contiguous) plus bias
 // [out] when defined, in x's dtype: [rows, out]. Undefined when not handled (see above): other
 // dtypes or devices, x and weight of different dtypes, rows outside 1..kSmallBatchMaxRows, or a
 // CPU without the instructions.
 [[nodiscard]] at::Tensor small_batch_linear(const at::Tensor& x, const at::Tensor& weight,
-                                            const at::Tensor& bias = {});
+                                            const at::Tensor& bias = {},
+                                            LinearKernel kernel = LinearKernel::fastest);
 
 // Whether this CPU runs the kernel of `dtype` (kBFloat16: AVX512-BF16, kFloat: AVX-512F).
 [[nodiscard]] bool small_batch_linear_supported(at::ScalarType dtype);

@@ -55,7 +55,8 @@ TEST_P(SmallBatchLinear, MatchesAMatmulForEveryRowCount) {
 // A row's outputs do not depend on the rows around it (full 4 x 4 tiles reduce their sums
 // together, smaller ones one by one, in the same order), so one row alone gives the bits it gets
 // in a batch: greedy decoding is the same at every batch size.
-// One to four bfloat16 rows stream the weights; more go through the tiles. Either way a row
+// One to four bfloat16 (eight float32) rows stream the weights; more go through the tiles (the
+// ragged shapes here keep bfloat16 off the AMX kernel, cpu_linear_amx_test). Either way a row
 // gives the bits it has inside a batch of 32 (ragged widths: tails and a partial row group).
 TEST_P(SmallBatchLinear, FewRowsMatchTheirRowsInABatch) {
     const at::ScalarType type = GetParam();
@@ -64,12 +65,27 @@ TEST_P(SmallBatchLinear, FewRowsMatchTheirRowsInABatch) {
     const at::Tensor x = at::randn({32, 1027}).to(type);
     const at::Tensor batch = small_batch_linear(x, weight);
     ASSERT_TRUE(batch.defined());
-    for (std::int64_t rows = 1; rows <= 6; ++rows) {
+    for (std::int64_t rows = 1; rows <= 10; ++rows) {
         for (const std::int64_t first : {std::int64_t{0}, std::int64_t{5}, 32 - rows}) {
             const at::Tensor few = small_batch_linear(x.narrow(0, first, rows), weight);
             ASSERT_TRUE(few.defined());
             EXPECT_TRUE(few.equal(batch.narrow(0, first, rows))) << rows << " rows at " << first;
         }
+    }
+}
+
+// The streaming paths (up to four bfloat16 / eight float32 rows) give the tiles' bits, row
+// groups full and partial, k tails included.
+TEST_P(SmallBatchLinear, StreamingGivesTheTilesBits) {
+    const at::ScalarType type = GetParam();
+    at::manual_seed(9);
+    const at::Tensor weight = (at::randn({70, 1027}) * 0.1).to(type);
+    for (std::int64_t rows = 1; rows <= 8; ++rows) {
+        const at::Tensor x = at::randn({rows, 1027}).to(type);
+        const at::Tensor streamed = small_batch_linear(x, weight, {}, LinearKernel::vector);
+        const at::Tensor tiled = small_batch_linear(x, weight, {}, LinearKernel::tiles);
+        ASSERT_TRUE(streamed.defined() && tiled.defined());
+        EXPECT_TRUE(streamed.equal(tiled)) << rows << " rows";
     }
 }
 

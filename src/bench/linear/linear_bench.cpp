@@ -95,37 +95,55 @@ int main(int argc, char** argv) {
         "%d alternating passes each\n",
         dtype_name.c_str(), shape_name.c_str(), weights.size(), bytes / 1e9, at::get_num_threads(),
         repeats);
-    std::printf("%5s %12s %12s %12s %12s %8s %8s\n", "rows", "omnirt ms", "best", "at::linear",
-                "best", "ratio", "GB/s");
+    // The paths, alternating: the kernel as the engine calls it (AMX for bfloat16 where usable),
+    // the kernel it replaced (bfloat16: AVX512-BF16 streaming and tiles; float32: the tiles
+    // alone, before float32 rows streamed), the library.
+    using omnirt::engine::cpu::LinearKernel;
+    struct Path {
+        const char* name;
+        bool library;
+        LinearKernel kernel;
+    };
+    std::vector<Path> paths = {{"omnirt", false, LinearKernel::fastest}};
+    if (dtype == at::kBFloat16) {
+        paths.push_back({"avx512", false, LinearKernel::vector});
+    } else {
+        paths.push_back({"tiles", false, LinearKernel::tiles});
+    }
+    paths.push_back({"at::linear", true, LinearKernel::fastest});
+    std::printf("%5s", "rows");
+    for (const Path& path : paths) std::printf(" %11s ms %8s", path.name, "best");
+    std::printf(" %8s %8s\n", "GB/s", "vs lib");
     for (int rows : rows_list) {
         const at::Tensor x = (at::randn({rows, widest}) * 0.5).to(dtype);
-        std::vector<double> ours;
-        std::vector<double> library;
+        std::vector<std::vector<double>> times(paths.size());
         for (int repeat = 0; repeat < repeats; ++repeat) {
-            for (int path = 0; path < 2; ++path) {
+            for (std::size_t p = 0; p < paths.size(); ++p) {
                 const auto start = std::chrono::steady_clock::now();
                 for (const at::Tensor& w : weights) {
                     const at::Tensor input = x.narrow(1, 0, w.size(1));
-                    at::Tensor y = path == 0 ? omnirt::engine::cpu::small_batch_linear(input, w)
-                                             : at::linear(input, w);
+                    const at::Tensor y = paths[p].library ? at::linear(input, w)
+                                                          : omnirt::engine::cpu::small_batch_linear(
+                                                                input, w, {}, paths[p].kernel);
                     if (!y.defined()) {
                         std::fprintf(stderr, "omnirt-linear-bench: the kernel declined %d rows\n",
                                      rows);
                         return 1;
                     }
                 }
-                const double ms = std::chrono::duration<double, std::milli>(
-                                      std::chrono::steady_clock::now() - start)
-                                      .count();
-                (path == 0 ? ours : library).push_back(ms);
+                times[p].push_back(std::chrono::duration<double, std::milli>(
+                                       std::chrono::steady_clock::now() - start)
+                                       .count());
             }
         }
-        const double ours_ms = median(ours);
-        const double library_ms = median(library);
-        std::printf("%5d %12.1f %12.1f %12.1f %12.1f %7.2fx %8.1f\n", rows, ours_ms,
-                    *std::min_element(ours.begin(), ours.end()), library_ms,
-                    *std::min_element(library.begin(), library.end()), library_ms / ours_ms,
-                    bytes / std::min(ours_ms, library_ms) / 1e6);
+        std::printf("%5d", rows);
+        double fastest = 1e30;
+        for (const auto& t : times) {
+            std::printf(" %14.1f %8.1f", median(t), *std::min_element(t.begin(), t.end()));
+            fastest = std::min(fastest, *std::min_element(t.begin(), t.end()));
+        }
+        std::printf(" %8.1f %7.2fx\n", bytes / fastest / 1e6,
+                    median(times.back()) / median(times[0]));
         std::fflush(stdout);
     }
     return 0;
