@@ -39,6 +39,8 @@ constexpr int kTileCols = 4;
 constexpr int kStreamRows = 4;
 // Up to this many float32 input rows stream the weight rows (float_rows_stream).
 constexpr int kFloatStreamRows = 8;
+// float32 input rows per pass of the tiles over the weight (any number of float32 rows is taken).
+constexpr std::int64_t kFloatRowsPerPass = 128;
 // Weight rows whose 16 sums per input row are reduced together (bfloat16_rows_stream).
 constexpr int kRowGroup = 16;
 // How far ahead of its reads the streaming path prefetches the weights (into L1; one line per
@@ -369,7 +371,8 @@ at::Tensor small_batch_linear(const at::Tensor& x, const at::Tensor& weight, con
     const at::ScalarType type = x.scalar_type();
     if (x.dim() != 2 || weight.dim() != 2 || !x.device().is_cpu() || !weight.device().is_cpu() ||
         weight.scalar_type() != type || !weight.is_contiguous() || x.size(1) != weight.size(1) ||
-        x.size(0) < 1 || x.size(0) > kSmallBatchMaxRows || !small_batch_linear_supported(type) ||
+        x.size(0) < 1 || (type != at::kFloat && x.size(0) > kSmallBatchMaxRows) ||
+        !small_batch_linear_supported(type) ||
         (bias.defined() && (bias.dim() != 1 || bias.size(0) != weight.size(0)))) {
         return {};
     }
@@ -431,11 +434,20 @@ at::Tensor small_batch_linear(const at::Tensor& x, const at::Tensor& weight, con
                 stream(x_data, input.stride(0), w_data, in, n_begin, n_end, y_data, out);
             });
         } else {
-            at::parallel_for(0, groups, kGrainGroups, [&](std::int64_t begin, std::int64_t end) {
-                rows_range<float, FloatTile>(x_data, input.stride(0), rows, w_data, in,
-                                             begin * kTileCols, std::min(out, end * kTileCols),
-                                             y_data, out);
-            });
+            // Past kFloatRowsPerPass rows (prefill) the tiles take the rows in passes, each
+            // reading the weight once: a pass's input rows stay in L2 while a thread's weight
+            // rows run against them.
+            for (std::int64_t first = 0; first < rows; first += kFloatRowsPerPass) {
+                const std::int64_t pass_rows = std::min(kFloatRowsPerPass, rows - first);
+                const float* pass_x = x_data + first * input.stride(0);
+                float* pass_y = y_data + first * out;
+                at::parallel_for(
+                    0, groups, kGrainGroups, [&](std::int64_t begin, std::int64_t end) {
+                        rows_range<float, FloatTile>(pass_x, input.stride(0), pass_rows, w_data, in,
+                                                     begin * kTileCols,
+                                                     std::min(out, end * kTileCols), pass_y, out);
+                    });
+            }
         }
     }
     if (bias.defined()) y.add_(bias.to(at::kFloat));

@@ -28,7 +28,9 @@
 
 namespace omnirt::engine::cpu {
 
-// Rows handled here at most; more rows are compute-bound and go to the libraries' GEMMs.
+// bfloat16 rows handled here at most; more rows (prefill) are compute-bound and go to oneDNN's
+// GEMM. float32 takes any number of rows: OpenBLAS' GEMM ran ~3x slower than the tiles at 128
+// rows (omnirt-linear-bench).
 inline constexpr std::int64_t kSmallBatchMaxRows = 64;
 
 // Which kernel runs (benchmarks compare them; the engine uses `fastest`):
@@ -41,7 +43,8 @@ enum class LinearKernel { fastest, vector, tiles };
 
 // x [rows, in] (any row stride, unit column stride) times weight [out, in] (contiguous) plus bias
 // [out] when defined, in x's dtype: [rows, out]. Undefined when not handled (see above): other
-// dtypes or devices, x and weight of different dtypes, rows outside 1..kSmallBatchMaxRows, or a
+// dtypes or devices, x and weight of different dtypes, no rows, bfloat16 rows past
+// kSmallBatchMaxRows, or a
 // CPU without the instructions.
 [[nodiscard]] at::Tensor small_batch_linear(const at::Tensor& x, const at::Tensor& weight,
                                             const at::Tensor& bias = {},

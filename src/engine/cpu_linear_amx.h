@@ -20,7 +20,8 @@
 
 namespace omnirt::engine::cpu::amx {
 
-// The CPU has AMX-BF16 and the kernel let this process use the tile registers (asked once).
+// The CPU has AMX-BF16 and the kernel let this process use the tile registers (asked once), and
+// the environment does not say OMNIRT_CPU_AMX=0.
 [[nodiscard]] bool available();
 
 [[nodiscard]] bool shape_supported(std::int64_t in, std::int64_t out);

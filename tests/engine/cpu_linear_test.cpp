@@ -114,6 +114,25 @@ TEST_P(SmallBatchLinear, OneRowOverManyChunksMatchesItsRowInABatch) {
     }
 }
 
+// float32 prefill: 300 rows in passes of 128 (the last partial) agree with float64 and give each
+// row the bits it has alone and in a small batch (prefill rows == decode rows).
+TEST(SmallBatchLinearFloat, PrefillRowsMatchTheirRowsAlone) {
+    if (!small_batch_linear_supported(at::kFloat)) GTEST_SKIP() << "no AVX-512F";
+    at::manual_seed(10);
+    const at::Tensor weight = (at::randn({70, 1027}) * 0.1).to(at::kFloat);
+    const at::Tensor x = at::randn({300, 1027});
+    const at::Tensor all = small_batch_linear(x, weight);
+    ASSERT_TRUE(all.defined());
+    EXPECT_TRUE(at::allclose(all.to(at::kDouble), reference(x, weight, {}), 1e-5, 1e-5));
+    for (const std::int64_t first : {std::int64_t{0}, std::int64_t{127}, std::int64_t{128},
+                                     std::int64_t{255}, std::int64_t{299}}) {
+        EXPECT_TRUE(
+            small_batch_linear(x.narrow(0, first, 1), weight).equal(all.narrow(0, first, 1)))
+            << first;
+    }
+    EXPECT_TRUE(small_batch_linear(x.narrow(0, 120, 20), weight).equal(all.narrow(0, 120, 20)));
+}
+
 TEST_P(SmallBatchLinear, ReadsStridedRows) {
     const at::ScalarType type = GetParam();
     at::manual_seed(5);
@@ -160,8 +179,11 @@ TEST_P(SmallBatchLinear, RoundsToBFloat16AsATenDoes) {
 TEST_P(SmallBatchLinear, DeclinesWhatItDoesNotHandle) {
     const at::ScalarType type = GetParam();
     const at::Tensor weight = at::randn({8, 16}).to(type);
-    EXPECT_FALSE(
-        small_batch_linear(at::randn({kSmallBatchMaxRows + 1, 16}).to(type), weight).defined());
+    // bfloat16 prefill rows go to oneDNN; float32 takes any number (FloatPrefillRows).
+    EXPECT_EQ(
+        small_batch_linear(at::randn({kSmallBatchMaxRows + 1, 16}).to(type), weight).defined(),
+        type == at::kFloat);
+    EXPECT_FALSE(small_batch_linear(at::randn({0, 16}).to(type), weight).defined());
     EXPECT_FALSE(small_batch_linear(at::randn({2, 16}).to(at::kDouble), weight).defined());
     EXPECT_FALSE(small_batch_linear(at::randn({2, 16}).to(type), weight.t().contiguous().t())
                      .defined());  // a weight that is not contiguous

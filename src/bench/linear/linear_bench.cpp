@@ -53,9 +53,11 @@ int main(int argc, char** argv) {
         ->check(CLI::IsMember({"bfloat16", "float32"}));
     app.add_option("--shape", shape_name, "0.6b or 8b (Qwen3 shapes)")
         ->check(CLI::IsMember({"0.6b", "8b"}));
-    app.add_option("--rows", rows_list, "Row counts (decode batch sizes), 1..64")
+    app.add_option("--rows", rows_list,
+                   "Row counts (decode batch sizes; float32 also prefill rows), 1..64 "
+                   "(float32: 1..4096)")
         ->delimiter(',')
-        ->check(CLI::Range(1, 64));
+        ->check(CLI::Range(1, 4096));
     app.add_option("--threads", threads, "ATen intra-op threads (default: as ATen chooses)")
         ->check(CLI::Range(0, 1024));
     app.add_option("--repeats", repeats, "Passes per path and row count (median and best)")
@@ -63,6 +65,13 @@ int main(int argc, char** argv) {
     CLI11_PARSE(app, argc, argv);
 
     const at::ScalarType dtype = dtype_name == "float32" ? at::kFloat : at::kBFloat16;
+    for (int rows : rows_list) {
+        if (dtype == at::kBFloat16 && rows > omnirt::engine::cpu::kSmallBatchMaxRows) {
+            std::fprintf(stderr, "omnirt-linear-bench: bfloat16 takes at most %lld rows\n",
+                         static_cast<long long>(omnirt::engine::cpu::kSmallBatchMaxRows));
+            return 1;
+        }
+    }
     if (!omnirt::engine::cpu::small_batch_linear_supported(dtype)) {
         std::fprintf(stderr,
                      "omnirt-linear-bench: this CPU lacks the instructions of the %s "
@@ -97,20 +106,23 @@ int main(int argc, char** argv) {
         repeats);
     // The paths, alternating: the kernel as the engine calls it (AMX for bfloat16 where usable),
     // the kernel it replaced (bfloat16: AVX512-BF16 streaming and tiles; float32: the tiles
-    // alone, before float32 rows streamed), the library.
+    // alone, before float32 rows streamed), the library (at::linear; for float32 also one
+    // at::mv per row, what the engine's one float32 row takes).
     using omnirt::engine::cpu::LinearKernel;
+    enum class Via { kernel, linear, mv };
     struct Path {
         const char* name;
-        bool library;
+        Via via;
         LinearKernel kernel;
     };
-    std::vector<Path> paths = {{"omnirt", false, LinearKernel::fastest}};
+    std::vector<Path> paths = {{"omnirt", Via::kernel, LinearKernel::fastest}};
     if (dtype == at::kBFloat16) {
-        paths.push_back({"avx512", false, LinearKernel::vector});
+        paths.push_back({"avx512", Via::kernel, LinearKernel::vector});
     } else {
-        paths.push_back({"tiles", false, LinearKernel::tiles});
+        paths.push_back({"tiles", Via::kernel, LinearKernel::tiles});
+        paths.push_back({"mv", Via::mv, LinearKernel::fastest});
     }
-    paths.push_back({"at::linear", true, LinearKernel::fastest});
+    paths.push_back({"at::linear", Via::linear, LinearKernel::fastest});
     std::printf("%5s", "rows");
     for (const Path& path : paths) std::printf(" %11s ms %8s", path.name, "best");
     std::printf(" %8s %8s\n", "GB/s", "vs lib");
@@ -119,12 +131,22 @@ int main(int argc, char** argv) {
         std::vector<std::vector<double>> times(paths.size());
         for (int repeat = 0; repeat < repeats; ++repeat) {
             for (std::size_t p = 0; p < paths.size(); ++p) {
+                if (paths[p].via == Via::mv && rows > 4) continue;  // a row at a time: slow
                 const auto start = std::chrono::steady_clock::now();
                 for (const at::Tensor& w : weights) {
                     const at::Tensor input = x.narrow(1, 0, w.size(1));
-                    const at::Tensor y = paths[p].library ? at::linear(input, w)
-                                                          : omnirt::engine::cpu::small_batch_linear(
-                                                                input, w, {}, paths[p].kernel);
+                    at::Tensor y;
+                    if (paths[p].via == Via::linear) {
+                        y = at::linear(input, w);
+                    } else if (paths[p].via == Via::mv) {
+                        y = at::empty({rows, w.size(0)}, input.options());
+                        for (int row = 0; row < rows; ++row) {
+                            at::Tensor out_row = y[row];
+                            at::mv_out(out_row, w, input[row]);
+                        }
+                    } else {
+                        y = omnirt::engine::cpu::small_batch_linear(input, w, {}, paths[p].kernel);
+                    }
                     if (!y.defined()) {
                         std::fprintf(stderr, "omnirt-linear-bench: the kernel declined %d rows\n",
                                      rows);
@@ -139,6 +161,10 @@ int main(int argc, char** argv) {
         std::printf("%5d", rows);
         double fastest = 1e30;
         for (const auto& t : times) {
+            if (t.empty()) {
+                std::printf(" %14s %8s", "-", "-");
+                continue;
+            }
             std::printf(" %14.1f %8.1f", median(t), *std::min_element(t.begin(), t.end()));
             fastest = std::min(fastest, *std::min_element(t.begin(), t.end()));
         }
