@@ -73,7 +73,7 @@ TEST_F(AmxLinear, WritesOnlyItsColumnsAndReadsStridedRows) {
     }
 }
 
-TEST_F(AmxLinear, TakesOnlyWholeTiles) {
+TEST(AmxLinearShapes, TakesOnlyWholeTiles) {
     EXPECT_TRUE(amx::shape_supported(1024, 3072));
     EXPECT_TRUE(amx::shape_supported(32, 16));
     EXPECT_FALSE(amx::shape_supported(1027, 3072));
