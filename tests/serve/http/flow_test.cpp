@@ -96,24 +96,31 @@ class FlowTest : public ::testing::Test {
         options.stream_stall_timeout = stall;
         return options;
     }
-    // Serves POST /v1/x with `body(exchange)` run on a thread of its own.
-    void start(HttpServerOptions options, std::function<void(std::shared_ptr<HttpExchange>)> body) {
+    // Serves POST /v1/x: the exchange is handed to the test thread (exchange()).
+    void start(HttpServerOptions options) {
         auto server = HttpServer::create(std::move(options));
         ASSERT_TRUE(server.has_value()) << server.error().to_string();
         server_ = std::move(*server);
         ASSERT_TRUE(server_
                         ->add_route("POST", "/v1/x",
-                                    [this, body](std::shared_ptr<HttpExchange> ex) {
-                                        writer_ = std::thread([ex, body] { body(ex); });
+                                    [this](std::shared_ptr<HttpExchange> ex) {
+                                        arrived_.set_value(std::move(ex));
                                     })
                         .has_value());
         ASSERT_TRUE(server_->start().has_value());
+    }
+    // Runs `body` with the exchange of the request that arrived, on a thread of its own.
+    void produce_on_a_thread(std::function<void(std::shared_ptr<HttpExchange>)> body) {
+        auto arrived = arrived_.get_future();
+        ASSERT_EQ(arrived.wait_for(kGuard), std::future_status::ready);
+        writer_ = std::thread([ex = arrived.get(), body] { body(ex); });
     }
     static std::string request() {
         return "POST /v1/x HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}";
     }
 
     std::unique_ptr<HttpServer> server_;
+    std::promise<std::shared_ptr<HttpExchange>> arrived_;
     std::thread writer_;
     int fds_before_ = 0;
     int threads_before_ = 0;
@@ -134,13 +141,14 @@ bool produce(HttpExchange& ex, FlowLog& log) {
 TEST_F(FlowTest, AReaderThatFallsBehindPausesTheStreamAndCatchingUpResumesIt) {
     FlowLog log;
     std::promise<bool> wrote;
-    start(small_marks(60s), [&](std::shared_ptr<HttpExchange> ex) {
+    start(small_marks(60s));
+    Client client(server_->port());
+    ASSERT_TRUE(client.send(request()));
+    produce_on_a_thread([&](std::shared_ptr<HttpExchange> ex) {
         ex->on_flow([&log](StreamFlow flow) { log.add(flow); });
         ex->start_stream(200, "text/plain");
         wrote.set_value(produce(*ex, log) && ex->write("END") && ex->finish());
     });
-    Client client(server_->port());
-    ASSERT_TRUE(client.send(request()));
     // The client reads nothing: the kernel's buffers fill, then the server's past the mark.
     ASSERT_TRUE(log.wait_for_blocked_producer());  // paused before anything was read
     // Reading drains the stream: it resumes. Each chunk is framed as "1000\r\n" ... "\r\n".
@@ -163,7 +171,10 @@ TEST_F(FlowTest, AStalledReaderIsCutAfterTheStallTimeout) {
     std::promise<void> gone;
     std::shared_future<void> gone_future = gone.get_future().share();
     std::promise<bool> refused;
-    start(small_marks(300ms), [&](std::shared_ptr<HttpExchange> ex) {
+    start(small_marks(300ms));
+    Client idle(server_->port());
+    ASSERT_TRUE(idle.send(request()));
+    produce_on_a_thread([&](std::shared_ptr<HttpExchange> ex) {
         ex->on_flow([&log](StreamFlow flow) { log.add(flow); });
         ex->on_disconnect([&gone] { gone.set_value(); });
         ex->start_stream(200, "text/plain");
@@ -172,8 +183,6 @@ TEST_F(FlowTest, AStalledReaderIsCutAfterTheStallTimeout) {
         bool disconnected = gone_future.wait_for(kGuard) == std::future_status::ready;
         refused.set_value(!finished && disconnected && !ex->write("late"));
     });
-    Client idle(server_->port());
-    ASSERT_TRUE(idle.send(request()));
     auto result = refused.get_future();
     ASSERT_EQ(result.wait_for(kGuard), std::future_status::ready);
     EXPECT_TRUE(result.get());
