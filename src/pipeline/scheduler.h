@@ -71,8 +71,8 @@ inline constexpr std::size_t kDefaultQueueCapacity = 4096;
 
 // What a scheduler reports in its stage's heartbeats (metrics). Zeros where it does not apply.
 struct SchedulerLoad {
-    // KV cache blocks held by requests, not counting those the prefix cache holds (0 once no
-    // request holds any: what leak checks look at).
+    // KV cache blocks held by requests (a block shared by several counts for each), whatever
+    // the prefix cache keeps: 0 once no request holds any (what leak checks look at).
     std::int64_t kv_blocks_used = 0;
     std::int64_t kv_blocks_total = 0;
     std::int64_t paused_requests = 0;   // requests held by a pause
