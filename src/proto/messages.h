@@ -138,8 +138,8 @@ struct HeartbeatMessage {
     // Optional on the wire (absent: 0 / none), so older stages still talk to newer coordinators.
     std::int64_t compute_ns = 0;     // time the scheduler spent in compute since start
     std::vector<EdgeTraffic> edges;  // relay traffic per target, in target-name order
-    // Schedulers with a KV cache (the AR engine; absent: 0): blocks held by requests (not
-    // counting the prefix cache's) and in all; requests held by a pause; tokens generated since
+    // Schedulers with a KV cache (the AR engine; absent: 0): blocks held by requests (the
+    // prefix cache's not counted) and in all; requests held by a pause; tokens generated since
     // the stage started.
     std::int64_t kv_blocks_used = 0;
     std::int64_t kv_blocks_total = 0;
