@@ -3,7 +3,9 @@
 #include <signal.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -45,6 +47,10 @@ struct ServeOptions {
     double drain_timeout_s = 30;
     int http_threads = 2;
     std::size_t max_body_mb = 64;
+    // Flow control of streamed responses (docs/serve.md, "Slow readers").
+    std::size_t stream_high_water_kib = 1024;
+    std::size_t stream_low_water_kib = 256;
+    double stream_stall_timeout_s = 30;
     std::string profile_dir = "/tmp/omnirt-profile";
     std::string vad_model = vad::default_model_path();
     NodeFlags nodes;
@@ -154,6 +160,12 @@ int serve(const ServeOptions& options) {
         std::cerr << "--port: expected 0..65535\n";
         return 2;
     }
+    if (options.stream_low_water_kib > options.stream_high_water_kib) {
+        std::cerr << "--stream-low-water-kib (" << options.stream_low_water_kib
+                  << ") must not exceed --stream-high-water-kib (" << options.stream_high_water_kib
+                  << ")\n";
+        return 2;
+    }
     // SIGINT / SIGTERM are taken with sigwait below; every thread started later inherits the mask.
     sigset_t signals;
     sigemptyset(&signals);
@@ -228,6 +240,12 @@ int serve(const ServeOptions& options) {
     server_options.http.host = options.host;
     server_options.http.port = static_cast<std::uint16_t>(options.port);
     server_options.http.threads = options.http_threads;
+    server_options.http.stream_high_water_bytes = options.stream_high_water_kib * 1024;
+    server_options.http.stream_low_water_bytes = options.stream_low_water_kib * 1024;
+    server_options.http.stream_stall_timeout =
+        std::chrono::milliseconds(static_cast<std::int64_t>(options.stream_stall_timeout_s * 1000));
+    server_options.http.max_stream_buffer_bytes = std::max(
+        server_options.http.max_stream_buffer_bytes, server_options.http.stream_high_water_bytes);
     // Server VAD for /v1/realtime: the Silero model file, or manual turns without it.
     if (options.vad_model != "none") {
         auto vad = serve::realtime::silero_voice_activity(options.vad_model);
@@ -352,6 +370,21 @@ void add_serve_command(CLI::App& app, int& exit_code) {
         ->add_option("--max-body-mb", options->max_body_mb,
                      "Largest request body in MiB; larger ones get 413 (default 64)")
         ->check(CLI::Range(1, 4096));
+    command
+        ->add_option("--stream-high-water-kib", options->stream_high_water_kib,
+                     "A stream whose reader is this far behind (KiB unwritten) pauses its request "
+                     "in the pipeline (default 1024)")
+        ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 22));
+    command
+        ->add_option("--stream-low-water-kib", options->stream_low_water_kib,
+                     "A paused stream resumes its request once this little is unwritten (KiB, at "
+                     "most the high-water mark; default 256)")
+        ->check(CLI::Range(std::size_t{0}, std::size_t{1} << 22));
+    command
+        ->add_option("--stream-stall-timeout", options->stream_stall_timeout_s,
+                     "Seconds a stream may stay paused (its reader reading nothing) before its "
+                     "request is aborted and the connection closed (default 30)")
+        ->check(CLI::Range(0.001, 86400.0));
     command->add_option("--vad-model", options->vad_model,
                         "Silero VAD v5 ONNX file for the realtime API's server_vad (default: the "
                         "one the setup caches; \"none\": manual turns only)");

@@ -53,6 +53,10 @@ Status Client::abort(const std::string& request_id, const std::string& reason) {
     return coordinator_.abort(request_id, reason);
 }
 
+Status Client::pause(const std::string& request_id, bool paused) {
+    return coordinator_.pause(request_id, paused);
+}
+
 Status Client::start_profile(const std::string& trace_path_template) {
     return coordinator_.start_profile(trace_path_template);
 }

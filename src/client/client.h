@@ -37,6 +37,9 @@ class Client {
         const std::string& request_id, OmniRequest request, pipeline::RequestOptions options = {});
     // Ends a live request everywhere; not_found when it already ended.
     [[nodiscard]] Status abort(const std::string& request_id, const std::string& reason);
+    // Holds a live request in every stage (paused) or lets it go on: flow control for a reader
+    // slower than the request (pipeline::Coordinator::pause). not_found when it already ended.
+    [[nodiscard]] Status pause(const std::string& request_id, bool paused);
 
     // Profiler: every stage records spans until stop_profile, then writes a Chrome trace to
     // `trace_path_template` ({stage} and {pid} substituted; see docs/pipeline.md).

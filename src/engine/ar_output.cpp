@@ -23,6 +23,7 @@ void ArScheduler::append_token(ArSequence& sequence, const TokenStep& step, Toke
         ++sequence.frames_;
     }
     sequence.sampling_.add_output(token);
+    ++counters_.generated_tokens;
     if (params.logprobs) sequence.logprobs_.push_back(step.sample->logprob);
 
     std::string reason;

@@ -158,9 +158,26 @@ void ArScheduler::abort(const std::string& request_id) {
         aborted_ids_.insert(request_id);
         pending_aborts_.push_back(request_id);
     }
+    paused_.erase(request_id);
     inbox_.remove_if(
         [&](const pipeline::IncomingMessage& message) { return message.request_id == request_id; });
     inbox_.interrupt();  // an engine waiting for input streams frees the request's blocks now
+}
+
+void ArScheduler::pause(const std::string& request_id, bool paused) {
+    if (config_.lockstep) return;
+    if (paused && is_aborted(request_id)) return;
+    // A resume wakes an engine that waits because every sequence is held.
+    if (paused_.set(request_id, paused) && !paused) inbox_.interrupt();
+}
+
+pipeline::SchedulerLoad ArScheduler::load() const {
+    std::lock_guard lock(stats_mutex_);
+    return pipeline::SchedulerLoad{
+        .kv_blocks_used = static_cast<std::int64_t>(published_.request_blocks),
+        .kv_blocks_total = static_cast<std::int64_t>(published_.total_blocks),
+        .paused_requests = static_cast<std::int64_t>(published_.paused),
+        .generated_tokens = static_cast<std::int64_t>(published_.generated_tokens)};
 }
 
 bool ArScheduler::is_aborted(const std::string& request_id) const {
@@ -188,8 +205,15 @@ void ArScheduler::publish_stats(bool idle) {
     counters_.running = running_.size();
     counters_.free_blocks = allocator_->free_blocks();
     counters_.cached_blocks = prefix_cache_ ? prefix_cache_->cached_blocks() : 0;
+    counters_.request_blocks = 0;
+    for (const auto& [id, sequence] : sequences_) {
+        counters_.request_blocks += sequence->blocks_.size();
+    }
     counters_.idle = idle;
-    if (sequences_.empty()) counters_.not_ready = 0;
+    if (sequences_.empty()) {
+        counters_.not_ready = 0;
+        counters_.paused = 0;
+    }
     counters_.early_stream_requests = early_streams_.size();
     sequence_count_.store(sequences_.size() + received_.size(), std::memory_order_relaxed);
     {
@@ -422,6 +446,7 @@ void ArScheduler::retire_aborted(const std::vector<std::string>& ids) {
 }
 
 void ArScheduler::retire(ArSequence& sequence, SequenceStatus status) {
+    paused_.erase(sequence.request_id_);
     allocator_->release(sequence.blocks_);
     sequence.blocks_.clear();
     sequence.blocks_in_tree_ = 0;

@@ -66,6 +66,7 @@
 #include "engine/lockstep.h"
 #include "engine/model_runner.h"
 #include "engine/sampling_params.h"
+#include "pipeline/paused_requests.h"
 #include "pipeline/scheduler.h"
 #include "pipeline/simple_scheduler.h"
 
@@ -136,6 +137,9 @@ struct ArSchedulerStats {
     std::size_t total_blocks = 0;
     std::size_t free_blocks = 0;
     std::size_t cached_blocks = 0;  // held by the prefix cache (some may be shared)
+    // Blocks the waiting and running sequences hold (a block shared by several counts for
+    // each): 0 once no request holds any, whatever the prefix cache keeps.
+    std::size_t request_blocks = 0;
     std::uint64_t steps = 0;
     std::uint64_t prefill_tokens = 0;  // computed prompt positions
     std::uint64_t decode_tokens = 0;
@@ -145,6 +149,8 @@ struct ArSchedulerStats {
     std::uint64_t aborted_requests = 0;
     std::uint64_t failed_requests = 0;
     std::size_t not_ready = 0;              // sequences ReadyFn held back at the last scheduling
+    std::size_t paused = 0;                 // sequences a pause held back at the last scheduling
+    std::uint64_t generated_tokens = 0;     // tokens appended to outputs
     std::size_t early_stream_requests = 0;  // unknown requests whose stream chunks are kept
     std::uint64_t loop_turns = 0;           // turns of the engine loop (a step tried, or a wait)
     // The engine waits for the inbox: no sequence, or none that can take a step.
@@ -169,7 +175,13 @@ class ArScheduler final : public pipeline::Scheduler {
     // step (its blocks are freed; nothing more reaches the outbox for it). Later messages of the
     // id are dropped (the last 4096 aborted ids are remembered).
     void abort(const std::string& request_id) override;
+    // A paused request takes no step: a running one keeps its blocks (and its prefix-cache
+    // hits) but leaves its batch slot (max_running_requests) to others, a waiting one is not
+    // admitted; the others are scheduled as if it were not there. Its resume wakes the engine.
+    // Tensor-parallel stages ignore pauses (the ranks would have to agree on them).
+    void pause(const std::string& request_id, bool paused) override;
     [[nodiscard]] std::size_t active_requests() const override;
+    [[nodiscard]] pipeline::SchedulerLoad load() const override;
 
     [[nodiscard]] ArSchedulerStats stats() const;
     // Waits until `predicate` holds for a published snapshot, or `timeout`. True when it held.
@@ -304,6 +316,7 @@ class ArScheduler final : public pipeline::Scheduler {
     mutable std::mutex mutex_;
     std::vector<std::string> pending_aborts_;
     pipeline::RecentRequestIds aborted_ids_;
+    pipeline::PausedRequests paused_;  // thread-safe itself
     bool started_ = false;
     std::atomic<bool> stopping_{false};
     std::atomic<std::size_t> sequence_count_{0};

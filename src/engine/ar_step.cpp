@@ -73,6 +73,7 @@ void ArScheduler::preempt(ArSequence& sequence) {
 std::vector<ArScheduler::Scheduled> ArScheduler::schedule() {
     std::vector<Scheduled> plan;
     counters_.not_ready = 0;  // counted by is_ready
+    counters_.paused = 0;
     unadmitted_ = nullptr;
     std::int64_t prefill_budget = config_.max_prefill_tokens;
     bool preempted = false;
@@ -81,6 +82,11 @@ std::vector<ArScheduler::Scheduled> ArScheduler::schedule() {
     // Running sequences first, oldest first: decodes always, prompt chunks while the budget lasts.
     for (std::size_t i = 0; i < running_.size();) {
         ArSequence& sequence = *running_[i];
+        if (paused_.contains(sequence.request_id_)) {  // keeps its blocks, not its slot
+            ++counters_.paused;
+            ++i;
+            continue;
+        }
         if (!is_ready(sequence)) {  // waits for its input streams; keeps its blocks
             if (sequence.status_ != SequenceStatus::running) {  // its ready check threw
                 running_.erase(running_.begin() + static_cast<std::ptrdiff_t>(i));
@@ -124,12 +130,18 @@ std::vector<ArScheduler::Scheduled> ArScheduler::schedule() {
         ++i;
     }
 
-    // Admissions, in arrival order (passing over those not ready), unless this step had to
-    // preempt (the memory is short).
+    // Admissions, in arrival order (passing over those not ready or paused), unless this step
+    // had to preempt (the memory is short). Paused running sequences leave their slots.
+    const auto held = static_cast<std::int64_t>(counters_.paused);
     for (std::size_t w = 0;
          !preempted && w < waiting_.size() && prefill_budget > 0 &&
-         static_cast<std::int64_t>(running_.size()) < config_.max_running_requests;) {
+         static_cast<std::int64_t>(running_.size()) - held < config_.max_running_requests;) {
         ArSequence& sequence = *waiting_[w];
+        if (paused_.contains(sequence.request_id_)) {
+            ++counters_.paused;
+            ++w;
+            continue;
+        }
         if (!is_ready(sequence)) {
             if (sequence.status_ != SequenceStatus::waiting) {  // its ready check threw
                 waiting_.erase(waiting_.begin() + static_cast<std::ptrdiff_t>(w));

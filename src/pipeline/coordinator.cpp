@@ -306,6 +306,10 @@ Status Coordinator::abort(const std::string& request_id, const std::string& reas
     return state_->core->abort(request_id, reason);
 }
 
+Status Coordinator::pause(const std::string& request_id, bool paused) {
+    return state_->core->pause(request_id, paused);
+}
+
 void Coordinator::mark_stages_down(const std::vector<std::string>& stages,
                                    const std::string& reason, StageState state) {
     state_->core->mark_stages_down(stages, reason, state);

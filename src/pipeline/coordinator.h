@@ -108,6 +108,13 @@ struct StageHealth {
     std::int64_t processed = 0;
     std::int64_t compute_ns = 0;            // the stage's compute time since it started
     std::vector<proto::EdgeTraffic> edges;  // its relay traffic per target stage
+    // Stages with a KV cache (proto::HeartbeatMessage): blocks held by requests (not counting
+    // the prefix cache's) and in all, requests held by a pause, tokens generated since the
+    // stage started. 0 for other stages.
+    std::int64_t kv_blocks_used = 0;
+    std::int64_t kv_blocks_total = 0;
+    std::int64_t paused_requests = 0;
+    std::int64_t generated_tokens = 0;
 };
 
 struct HealthReport {
@@ -163,6 +170,12 @@ class Coordinator {
     // Ends a live request as aborted (terminal event kind aborted, error code aborted with
     // `reason`) and broadcasts the abort to every stage. not_found for unknown or ended ids.
     [[nodiscard]] Status abort(const std::string& request_id, const std::string& reason);
+    // Flow control for a client that reads slower than the request produces output: `paused`
+    // asks every stage to hold the request (keep its state, produce nothing more for it), false
+    // lets it go on (proto::PauseMessage, broadcast like an abort). Only a change is broadcast;
+    // a request that completes while paused is resumed everywhere (so no stage keeps the pause).
+    // Chunks already on their way still arrive. not_found for unknown or ended ids.
+    [[nodiscard]] Status pause(const std::string& request_id, bool paused);
 
     // Supervision (the runner): the stages of a dead process. Every live request that may pass
     // through one of them fails with unavailable ("stage 'x' is down: <reason>"); the stages

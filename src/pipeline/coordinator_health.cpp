@@ -53,6 +53,10 @@ void CoordinatorCore::on_heartbeat(const proto::HeartbeatMessage& message) {
     record.processed = message.processed;
     record.compute_ns = message.compute_ns;
     record.edges = message.edges;
+    record.kv_blocks_used = message.kv_blocks_used;
+    record.kv_blocks_total = message.kv_blocks_total;
+    record.paused_requests = message.paused_requests;
+    record.generated_tokens = message.generated_tokens;
 }
 
 bool CoordinatorCore::stage_alive_locked(const StageRecord& record,
@@ -181,7 +185,11 @@ HealthReport CoordinatorCore::health() const {
                            .active_requests = record.active_requests,
                            .processed = record.processed,
                            .compute_ns = record.compute_ns,
-                           .edges = record.edges};
+                           .edges = record.edges,
+                           .kv_blocks_used = record.kv_blocks_used,
+                           .kv_blocks_total = record.kv_blocks_total,
+                           .paused_requests = record.paused_requests,
+                           .generated_tokens = record.generated_tokens};
         all_alive = all_alive && health.alive;
         report.stages.push_back(std::move(health));
     }

@@ -46,6 +46,7 @@ struct RequestEntry {
     std::map<std::string, std::int64_t> chunks_received;
     std::map<std::string, std::int64_t> chunks_expected;
     bool results_complete = false;
+    bool paused = false;  // the stages were asked to hold it (Coordinator::pause)
 
     // Guarded by delivery_mutex (recursive: a callback may end its own request).
     std::recursive_mutex delivery_mutex;
@@ -75,6 +76,10 @@ struct StageRecord {
     std::int64_t processed = 0;
     std::int64_t compute_ns = 0;
     std::vector<proto::EdgeTraffic> edges;
+    std::int64_t kv_blocks_used = 0;
+    std::int64_t kv_blocks_total = 0;
+    std::int64_t paused_requests = 0;
+    std::int64_t generated_tokens = 0;
 };
 
 // A process group that runs several replicas (CoordinatorOptions::replica_groups).
@@ -138,6 +143,7 @@ class CoordinatorCore {
     [[nodiscard]] Status end_entry(const std::shared_ptr<RequestEntry>& entry,
                                    RequestEvent::Kind kind, Error error);
     [[nodiscard]] Status abort(const std::string& request_id, const std::string& reason);
+    [[nodiscard]] Status pause(const std::string& request_id, bool paused);
 
     void mark_stages_down(const std::vector<std::string>& stages, const std::string& reason,
                           StageState state);
@@ -192,6 +198,9 @@ class CoordinatorCore {
     static RequestEvent terminal_event(const RequestEntry& entry, RequestEvent::Kind kind,
                                        Error error);
     void publish_abort(const std::string& request_id, const std::string& reason);
+    void publish_pause(const std::string& request_id, bool paused);
+    // A request that completed while paused: resumed everywhere, so no stage keeps its pause.
+    void forget_pause(const std::shared_ptr<RequestEntry>& entry);
 
     CoordinatorOptions options_;
     const StagePaths paths_;

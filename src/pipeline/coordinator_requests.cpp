@@ -240,6 +240,8 @@ void CoordinatorCore::on_complete(proto::CompleteMessage message) {
     if (event.kind == RequestEvent::Kind::failed) {
         spdlog::info("coordinator: request '{}' failed: {}", entry->id, event.error.message);
         publish_abort(entry->id, event.error.message);
+    } else {
+        forget_pause(entry);
     }
     deliver_terminal(entry, std::move(event));
 }
@@ -272,7 +274,9 @@ void CoordinatorCore::on_stream(proto::StreamMessage message) {
         ++entry->chunks_received[from_stage];
         if (entry->results_complete) completed = try_complete_locked(entry);
     }
-    if (completed) deliver_terminal(entry, std::move(*completed));
+    if (!completed) return;
+    forget_pause(entry);
+    deliver_terminal(entry, std::move(*completed));
 }
 
 std::optional<RequestEvent> CoordinatorCore::try_complete_locked(

@@ -69,6 +69,16 @@ struct OutgoingMessage {
 
 inline constexpr std::size_t kDefaultQueueCapacity = 4096;
 
+// What a scheduler reports in its stage's heartbeats (metrics). Zeros where it does not apply.
+struct SchedulerLoad {
+    // KV cache blocks held by requests (a block shared by several counts for each), whatever
+    // the prefix cache keeps: 0 once no request holds any (what leak checks look at).
+    std::int64_t kv_blocks_used = 0;
+    std::int64_t kv_blocks_total = 0;
+    std::int64_t paused_requests = 0;   // requests held by a pause
+    std::int64_t generated_tokens = 0;  // tokens generated since start
+};
+
 class Scheduler {
   public:
     // Takes one output; false (the message dropped) when the outbox is closed. Called on the
@@ -93,6 +103,15 @@ class Scheduler {
     virtual void stop() = 0;
     // Thread-safe; idempotent; unknown ids are ignored.
     virtual void abort(const std::string& request_id) = 0;
+    // Flow control (proto::PauseMessage, for a client that reads slower than the request is
+    // produced): `paused` holds the request (its state stays, nothing more is produced for it),
+    // false lets it go on. Thread-safe, idempotent; an id not known yet is remembered (bounded,
+    // PausedRequests), an abort ends a pause. Default: not supported, ignored (a scheduler that
+    // computes one result per request has nothing to hold back).
+    virtual void pause(const std::string& request_id, bool paused) {
+        (void)request_id;
+        (void)paused;
+    }
     // Called by the Stage before it queues `message`: a scheduler that may run it on the calling
     // thread (no hand-off to a worker) does so and returns true; else false, and the Stage
     // pushes it into the inbox. Default: false.
@@ -107,6 +126,8 @@ class Scheduler {
     // Requests the scheduler holds state for (queued, running or, for streaming schedulers,
     // open streams). For health reports and leak checks.
     [[nodiscard]] virtual std::size_t active_requests() const = 0;
+    // For heartbeats and metrics. Thread-safe. Default: zeros.
+    [[nodiscard]] virtual SchedulerLoad load() const { return {}; }
 
     // Time spent in compute since start (what ComputeTimer measured). Thread-safe; for metrics.
     [[nodiscard]] std::chrono::nanoseconds compute_time() const {

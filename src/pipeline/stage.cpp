@@ -428,6 +428,7 @@ void Stage::State::fail_request(const std::string& request_id, const Error& erro
 
 void Stage::State::send_heartbeat() {
     StageStats now = stats();
+    const SchedulerLoad load = scheduler->load();
     send_to_coordinator(proto::HeartbeatMessage{
         .stage = instance,
         .pid = static_cast<std::int64_t>(::getpid()),
@@ -436,6 +437,10 @@ void Stage::State::send_heartbeat() {
         .processed = now.processed,
         .compute_ns = now.compute_time.count(),
         .edges = std::move(now.edges),
+        .kv_blocks_used = load.kv_blocks_used,
+        .kv_blocks_total = load.kv_blocks_total,
+        .paused_requests = load.paused_requests,
+        .generated_tokens = load.generated_tokens,
     });
 }
 

@@ -27,7 +27,8 @@ bool Stage::State::can_handle_inline(const StageEvent& event) const {
     }
     // Shutdown and profiler messages take the stage thread (host callback, file writes).
     return std::holds_alternative<proto::SubmitMessage>(*message) ||
-           std::holds_alternative<proto::AbortMessage>(*message);
+           std::holds_alternative<proto::AbortMessage>(*message) ||
+           std::holds_alternative<proto::PauseMessage>(*message);
 }
 
 void Stage::State::deliver_event(StageEvent event) {
@@ -114,6 +115,7 @@ void Stage::State::on_control(proto::ControlMessage message) {
             },
             [&](proto::DataReadyMessage& data_ready) { on_data_ready(std::move(data_ready)); },
             [&](proto::AbortMessage& abort) { on_abort(abort.request_id); },
+            [&](proto::PauseMessage& pause) { on_pause(pause.request_id, pause.paused); },
             [&](proto::ShutdownMessage& shutdown) {
                 spdlog::info("stage '{}': shutdown requested ({})", name, shutdown.reason);
                 if (!shutdown_requested.exchange(true) && options.on_shutdown) {
@@ -262,6 +264,16 @@ void Stage::State::on_abort(const std::string& request_id) {
     input->drop(request_id);
     pending_fan_in.store(static_cast<std::int64_t>(input->pending()));
     drop_request(request_id);
+}
+
+void Stage::State::on_pause(const std::string& request_id, bool paused) {
+    {
+        // A request that already left this stage has nothing to hold (and must not leave a
+        // pause behind).
+        std::lock_guard lock(book_mutex);
+        if (paused && book.closed(request_id)) return;
+    }
+    scheduler->pause(request_id, paused);
 }
 
 void Stage::State::fail_input(const std::string& request_id, const Error& error) {

@@ -246,6 +246,8 @@ struct Stage::State {
     void on_stream_signal(const std::string& request_id, const std::string& from_stage, bool done,
                           const std::optional<std::string>& error);
     void on_abort(const std::string& request_id);
+    // A pause or resume from the coordinator (proto::PauseMessage), for the scheduler.
+    void on_pause(const std::string& request_id, bool paused);
     void fail_input(const std::string& request_id, const Error& error);
     void release(const proto::DataReadyMessage& message);
     void push_to_scheduler(IncomingMessage message);

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <deque>
 #include <memory>
 #include <utility>
 
@@ -17,6 +18,7 @@ struct StreamingScheduler::Entry {
     bool cancelled = false;
     bool left = false;  // finished or failed (leave() ran)
     std::map<std::optional<std::string>, std::int64_t> next_chunk_id;
+    std::deque<IncomingMessage> held;  // worker thread only: kept while paused
 };
 
 class StreamingScheduler::EntryEmitter final : public Emitter {
@@ -98,8 +100,18 @@ void StreamingScheduler::abort(const std::string& request_id) {
         }
     }
     abort_cv_.notify_all();
+    paused_.erase(request_id);
     inbox_.remove_if(
         [&](const IncomingMessage& message) { return message.request_id == request_id; });
+    inbox_.interrupt();  // the worker drops the messages it kept for the request
+}
+
+void StreamingScheduler::pause(const std::string& request_id, bool paused) {
+    if (paused) {
+        std::lock_guard lock(mutex_);
+        if (finished_.contains(request_id)) return;
+    }
+    if (paused_.set(request_id, paused) && !paused) inbox_.interrupt();
 }
 
 std::size_t StreamingScheduler::active_requests() const {
@@ -107,12 +119,45 @@ std::size_t StreamingScheduler::active_requests() const {
     return states_.size();
 }
 
+SchedulerLoad StreamingScheduler::load() const {
+    return SchedulerLoad{.paused_requests = static_cast<std::int64_t>(paused_.size())};
+}
+
+bool StreamingScheduler::has_runnable_pending() const {
+    return std::any_of(pending_.begin(), pending_.end(), [&](const std::shared_ptr<Entry>& entry) {
+        return !paused_.contains(entry->state.request_id);
+    });
+}
+
+void StreamingScheduler::release_resumed() {
+    std::vector<std::shared_ptr<Entry>> holding = std::move(holding_);
+    holding_.clear();
+    for (const std::shared_ptr<Entry>& entry : holding) {
+        {
+            std::lock_guard lock(mutex_);
+            if (entry->cancelled || entry->left || stopping_) continue;  // dropped with it
+        }
+        // Replayed in order until the request is paused again (or leaves).
+        while (!entry->held.empty() && !entry->left && !paused_.contains(entry->state.request_id)) {
+            IncomingMessage message = std::move(entry->held.front());
+            entry->held.pop_front();
+            process(entry, std::move(message));
+        }
+        if (!entry->held.empty() && !entry->left) holding_.push_back(entry);
+    }
+}
+
 void StreamingScheduler::worker_loop() {
     while (true) {
+        release_resumed();
         std::optional<IncomingMessage> message;
-        if (pending_.empty()) {
-            message = inbox_.pop();
-            if (!message) return;  // closed
+        if (!has_runnable_pending()) {
+            // An interrupt (a resume, an abort) ends the wait without a message.
+            message = inbox_.pop_interruptible();
+            if (!message) {
+                if (inbox_.closed()) return;
+                continue;
+            }
         } else {
             message = inbox_.try_pop();
             if (!message) {
@@ -130,14 +175,20 @@ void StreamingScheduler::worker_loop() {
 
 void StreamingScheduler::run_step() {
     std::vector<std::shared_ptr<Entry>> entries;
+    std::vector<std::shared_ptr<Entry>> paused;  // wait for their resume
     {
         std::lock_guard lock(mutex_);
         for (std::shared_ptr<Entry>& entry : pending_) {
             // Aborted or already failed: dropped (and freed) here.
-            if (!entry->cancelled && !entry->left) entries.push_back(std::move(entry));
+            if (entry->cancelled || entry->left) continue;
+            if (paused_.contains(entry->state.request_id)) {
+                paused.push_back(std::move(entry));
+            } else {
+                entries.push_back(std::move(entry));
+            }
         }
     }
-    pending_.clear();
+    pending_ = std::move(paused);
     if (entries.empty()) return;
     std::vector<std::unique_ptr<EntryEmitter>> emitters;
     std::vector<StreamStepItem> items;
@@ -216,6 +267,15 @@ void StreamingScheduler::handle(IncomingMessage message) {
         }
         entry = it->second;
     }
+    if (!entry->held.empty() || paused_.contains(message.request_id)) {
+        if (entry->held.empty()) holding_.push_back(entry);
+        entry->held.push_back(std::move(message));
+        return;
+    }
+    process(entry, std::move(message));
+}
+
+void StreamingScheduler::process(const std::shared_ptr<Entry>& entry, IncomingMessage message) {
     StreamRequestState& state = entry->state;
     if (message.kind == IncomingKind::new_request && state.payload != nullptr) {
         spdlog::warn("stage '{}': dropping a second payload for request '{}'", options_.stage_name,
@@ -299,6 +359,7 @@ void StreamingScheduler::leave(const std::shared_ptr<Entry>& entry,
         std::lock_guard lock(mutex_);
         const std::string& request_id = entry->state.request_id;
         finished_.insert(request_id);
+        paused_.erase(request_id);
         entry->left = true;
         if (auto it = states_.find(request_id); it != states_.end() && it->second == entry) {
             states_.erase(it);

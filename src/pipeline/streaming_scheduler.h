@@ -11,6 +11,10 @@
 //  * a handler error leaves as OutgoingKind::error and frees the state; abort() frees it too.
 // Messages for a request that already left (finished, failed or aborted) are dropped.
 //
+// Pause (Scheduler::pause, a slow client): the messages of a paused request are kept, in order,
+// instead of handed to the handler, and it takes no part in on_step; its resume replays them.
+// So the stage emits nothing more for it while its upstream stages hold it too.
+//
 // Threads: one worker runs every handler call, so the chunks of a request stay in order and
 // handlers need no locking. abort() and active_requests() may be called from any thread.
 //
@@ -37,6 +41,7 @@
 
 #include "core/error.h"
 #include "core/request.h"
+#include "pipeline/paused_requests.h"
 #include "pipeline/scheduler.h"
 #include "pipeline/simple_scheduler.h"
 
@@ -102,8 +107,10 @@ class StreamingScheduler final : public Scheduler {
     // Queued messages are dropped and open states freed without a result.
     void stop() override;
     void abort(const std::string& request_id) override;
+    void pause(const std::string& request_id, bool paused) override;
     // Open request states.
     [[nodiscard]] std::size_t active_requests() const override;
+    [[nodiscard]] SchedulerLoad load() const override;
 
   private:
     struct Entry;
@@ -111,7 +118,12 @@ class StreamingScheduler final : public Scheduler {
 
     explicit StreamingScheduler(StreamingSchedulerOptions options);
     void worker_loop();
+    // Hands `message` to the handler, or keeps it while its request is paused.
     void handle(IncomingMessage message);
+    void process(const std::shared_ptr<Entry>& entry, IncomingMessage message);
+    // Replays the kept messages of the requests that were resumed.
+    void release_resumed();
+    [[nodiscard]] bool has_runnable_pending() const;
     // Calls on_step with the pending requests, then fails or finishes them as they ask.
     void run_step();
     void finish(const std::shared_ptr<Entry>& entry, Emitter& emitter);
@@ -130,6 +142,8 @@ class StreamingScheduler final : public Scheduler {
     bool stopping_ = false;
     std::thread worker_;
     std::vector<std::shared_ptr<Entry>> pending_;  // worker thread only; oldest first
+    std::vector<std::shared_ptr<Entry>> holding_;  // worker thread only: with kept messages
+    PausedRequests paused_;                        // thread-safe itself
 };
 
 }  // namespace omnirt::pipeline

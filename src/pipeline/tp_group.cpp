@@ -150,6 +150,8 @@ void TpLeaderScheduler::abort(const std::string& request_id) {
 
 std::size_t TpLeaderScheduler::active_requests() const { return state_->inner->active_requests(); }
 
+SchedulerLoad TpLeaderScheduler::load() const { return state_->inner->load(); }
+
 // ---- follower ----
 
 struct TpFollower::State {

@@ -33,7 +33,11 @@ class TpLeaderScheduler final : public Scheduler {
     [[nodiscard]] Status start() override;
     void stop() override;
     void abort(const std::string& request_id) override;
+    // Pauses are not forwarded (Scheduler::pause's default: ignored): the ranks would have to
+    // agree on them before every step.
     [[nodiscard]] std::size_t active_requests() const override;
+    // Rank 0's scheduler's.
+    [[nodiscard]] SchedulerLoad load() const override;
 
   private:
     struct State;

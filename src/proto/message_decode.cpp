@@ -121,6 +121,18 @@ Result<ControlMessage> read_heartbeat(const Dom& dom, std::uint32_t map) {
     OMNI_TRY(message.processed, fields.integer("processed"));
     OMNI_TRY(auto compute_ns, fields.optional_integer("compute_ns"));
     message.compute_ns = compute_ns.value_or(0);
+    for (auto [key, field] : {std::pair{"kv_blocks_used", &message.kv_blocks_used},
+                              std::pair{"kv_blocks_total", &message.kv_blocks_total},
+                              std::pair{"paused_requests", &message.paused_requests},
+                              std::pair{"generated_tokens", &message.generated_tokens}}) {
+        OMNI_TRY(auto number, fields.optional_integer(key));
+        if (number && *number < 0) {
+            return fail(ErrorCode::invalid_argument, fields.where(key) +
+                                                         ": expected a non-negative int, got " +
+                                                         std::to_string(*number));
+        }
+        *field = number.value_or(0);
+    }
     OMNI_TRY(std::uint32_t edges, fields.optional_list("edges"));
     if (edges == detail::kNoNode) return ControlMessage(std::move(message));
     for (std::uint32_t item : detail::ListChildren(dom, edges)) {
@@ -143,10 +155,21 @@ Result<ControlMessage> read_heartbeat(const Dom& dom, std::uint32_t map) {
     return ControlMessage(std::move(message));
 }
 
+Result<ControlMessage> read_pause(const Dom& dom, std::uint32_t map) {
+    FieldReader fields(dom, map, detail::kPauseType);
+    PauseMessage message;
+    OMNI_TRY(message.request_id, fields.string("request_id"));
+    if (message.request_id.empty()) {
+        return fail(ErrorCode::invalid_argument, fields.where("request_id") + ": empty");
+    }
+    OMNI_TRY(message.paused, fields.boolean("paused"));
+    return ControlMessage(std::move(message));
+}
+
 using Reader = Result<ControlMessage> (*)(const Dom&, std::uint32_t);
-constexpr Reader kReaders[] = {read_submit,         read_data_ready,    read_complete,
-                               read_stream,         read_abort,         read_shutdown,
-                               read_profiler_start, read_profiler_stop, read_heartbeat};
+constexpr Reader kReaders[] = {
+    read_submit,   read_data_ready,     read_complete,      read_stream,    read_abort,
+    read_shutdown, read_profiler_start, read_profiler_stop, read_heartbeat, read_pause};
 static_assert(std::size(kReaders) == detail::kMessageTypeNames.size());
 
 }  // namespace

@@ -104,7 +104,7 @@ void write_body(WireWriter& writer, const ProfilerStopMessage&) {
 }
 
 void write_body(WireWriter& writer, const HeartbeatMessage& message) {
-    envelope(writer, 7, detail::kHeartbeatType);
+    envelope(writer, 11, detail::kHeartbeatType);
     writer.field("stage", message.stage);
     writer.str("pid");
     writer.integer(message.pid);
@@ -116,6 +116,13 @@ void write_body(WireWriter& writer, const HeartbeatMessage& message) {
     writer.integer(message.processed);
     writer.str("compute_ns");
     writer.integer(message.compute_ns);
+    for (auto [key, number] : {std::pair{"kv_blocks_used", message.kv_blocks_used},
+                               std::pair{"kv_blocks_total", message.kv_blocks_total},
+                               std::pair{"paused_requests", message.paused_requests},
+                               std::pair{"generated_tokens", message.generated_tokens}}) {
+        writer.str(key);
+        writer.integer(number);
+    }
     writer.str("edges");
     writer.list_header(message.edges.size());
     for (const auto& edge : message.edges) {
@@ -128,6 +135,13 @@ void write_body(WireWriter& writer, const HeartbeatMessage& message) {
             writer.integer(number);
         }
     }
+}
+
+void write_body(WireWriter& writer, const PauseMessage& message) {
+    envelope(writer, 2, detail::kPauseType);
+    writer.field("request_id", message.request_id);
+    writer.str("paused");
+    writer.boolean(message.paused);
 }
 
 }  // namespace

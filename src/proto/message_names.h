@@ -17,10 +17,11 @@ inline constexpr std::string_view kShutdownType = "shutdown";
 inline constexpr std::string_view kProfilerStartType = "profiler_start";
 inline constexpr std::string_view kProfilerStopType = "profiler_stop";
 inline constexpr std::string_view kHeartbeatType = "heartbeat";
+inline constexpr std::string_view kPauseType = "pause";
 
-inline constexpr std::array<std::string_view, 9> kMessageTypeNames = {
+inline constexpr std::array<std::string_view, 10> kMessageTypeNames = {
     kSubmitType,   kDataReadyType,     kCompleteType,     kStreamType,    kAbortType,
-    kShutdownType, kProfilerStartType, kProfilerStopType, kHeartbeatType,
+    kShutdownType, kProfilerStartType, kProfilerStopType, kHeartbeatType, kPauseType,
 };
 static_assert(kMessageTypeNames.size() == std::variant_size_v<ControlMessage>,
               "every ControlMessage alternative needs a wire name");

@@ -85,6 +85,18 @@ struct AbortMessage {
     friend bool operator==(const AbortMessage&, const AbortMessage&) = default;
 };
 
+// Coordinator -> all stages (broadcast): hold a request (paused) or let it go on (not paused).
+// Wire type "pause". The HTTP server asks for it when a client reads a stream slower than the
+// pipeline produces it (docs/serve.md, "Slow readers"). Advisory: a stage holds what it has for
+// the request (KV cache, queued chunks) and produces nothing more for it until the resume; a
+// stage that does not know the request, or cannot hold requests, ignores it. An abort ends a
+// pause.
+struct PauseMessage {
+    std::string request_id;
+    bool paused = true;
+    friend bool operator==(const PauseMessage&, const PauseMessage&) = default;
+};
+
 // Coordinator -> stage: stop. Wire type "shutdown".
 struct ShutdownMessage {
     std::string reason;
@@ -126,15 +138,22 @@ struct HeartbeatMessage {
     // Optional on the wire (absent: 0 / none), so older stages still talk to newer coordinators.
     std::int64_t compute_ns = 0;     // time the scheduler spent in compute since start
     std::vector<EdgeTraffic> edges;  // relay traffic per target, in target-name order
+    // Schedulers with a KV cache (the AR engine; absent: 0): blocks held by requests (the
+    // prefix cache's not counted) and in all; requests held by a pause; tokens generated since
+    // the stage started.
+    std::int64_t kv_blocks_used = 0;
+    std::int64_t kv_blocks_total = 0;
+    std::int64_t paused_requests = 0;
+    std::int64_t generated_tokens = 0;
     friend bool operator==(const HeartbeatMessage&, const HeartbeatMessage&) = default;
 };
 
-using ControlMessage =
-    std::variant<SubmitMessage, DataReadyMessage, CompleteMessage, StreamMessage, AbortMessage,
-                 ShutdownMessage, ProfilerStartMessage, ProfilerStopMessage, HeartbeatMessage>;
+using ControlMessage = std::variant<SubmitMessage, DataReadyMessage, CompleteMessage, StreamMessage,
+                                    AbortMessage, ShutdownMessage, ProfilerStartMessage,
+                                    ProfilerStopMessage, HeartbeatMessage, PauseMessage>;
 
 // The wire "type" of a message: "submit", "data_ready", "complete", "stream", "abort",
-// "shutdown", "profiler_start" or "profiler_stop".
+// "shutdown", "profiler_start", "profiler_stop", "heartbeat" or "pause".
 [[nodiscard]] std::string_view message_type_name(const ControlMessage& message);
 // The request a message is about; an empty string for shutdown and profiler messages.
 [[nodiscard]] const std::string& request_id_of(const ControlMessage& message);

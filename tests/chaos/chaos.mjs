@@ -8,7 +8,9 @@
 //   - the pipeline heals: /health returns to "ok" (the supervisor restarts killed processes,
 //     docs/pipeline.md) and new requests are answered correctly;
 //   - nothing leaks: after the load, the server's file descriptors and threads are back within
-//     a small margin of the warmed-up baseline; after SIGTERM the server exits 0, every process
+//     a small margin of the warmed-up baseline; no stage with a KV cache (the AR engine) has a
+//     block held by a request (omnirt_stage_kv_blocks_used 0; the demo pipeline has no KV cache,
+//     so the report's kv_stages says how many stages the check covered); after SIGTERM the server exits 0, every process
 //     of its tree is gone and no shared-memory segment of theirs is left in /dev/shm.
 //
 //   node tests/chaos/chaos.mjs [--seconds 40] [--concurrency 6] [--fault-every-ms 4000]
@@ -20,7 +22,7 @@ import { parseArgs } from 'node:util';
 import { setTimeout as delay } from 'node:timers/promises';
 
 import { startServer } from '../e2e/server.mjs';
-import { health, waitHealthy } from './health.mjs';
+import { health, waitHealthy, waitKvFree } from './health.mjs';
 import { kKinds, runRequest, seededRandom } from './load.mjs';
 import { descendants, shmSegmentsOf, stopAndCheckGone, treeUsage } from './process_tree.mjs';
 
@@ -168,6 +170,10 @@ if (after.server.threads > baseline.server.threads + threadMargin) {
     fail(`server threads ${baseline.server.threads} -> ${after.server.threads}`);
 }
 
+// KV blocks: every request ended, so none may still hold one.
+const kv = await waitKvFree(origin, 30_000);
+if (!kv.ok) fail(`KV blocks still held by requests after the run: ${JSON.stringify(kv.last)}`);
+
 // Shutdown: exit 0, no process left, no segment left.
 await stopAndCheckGone(server, seenPids, fail);
 const segments = await shmSegmentsOf([...seenPids]);
@@ -180,6 +186,7 @@ const report = {
     sigkill_mid_transfer: faults.filter((f) => f.fault === 'SIGKILL mid-transfer').length,
     heal_ms: healed.ok ? healMs : null,
     baseline: baseline.server, after: after.server, processes_seen: seenPids.size,
+    kv_stages: Object.keys(kv.last ?? {}).length,
     failures,
 };
 console.log(JSON.stringify(report, null, 1));

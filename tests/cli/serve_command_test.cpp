@@ -24,6 +24,20 @@ TEST(ServeCommand, DemoAndConfigExcludeEachOther) {
     EXPECT_TRUE(contains(result.err, "excludes")) << result.err;
 }
 
+TEST(ServeCommand, StreamMarksMustBeOrdered) {
+    auto result = run_command({omnirt_binary(), "serve", "--demo", "--port", "0",
+                               "--stream-high-water-kib", "64", "--stream-low-water-kib", "128"});
+    EXPECT_EQ(result.exit_code, 2) << result.err;
+    EXPECT_TRUE(contains(result.err,
+                         "--stream-low-water-kib (128) must not exceed "
+                         "--stream-high-water-kib (64)"))
+        << result.err;
+    EXPECT_TRUE(result.out.empty()) << result.out;  // never "listening"
+    auto zero = run_command(
+        {omnirt_binary(), "serve", "--demo", "--port", "0", "--stream-stall-timeout", "0"});
+    EXPECT_EQ(zero.exit_code, 2) << zero.err;  // a usage error of the flag's range
+}
+
 TEST(ServeCommand, MissingPluginIsAClearError) {
     auto result = run_command({"/usr/bin/env", "OMNIRT_QWEN3_OMNI_PLUGIN=/nonexistent/plugin.so",
                                omnirt_binary(), "serve", "--port", "0"});

@@ -384,5 +384,39 @@ TEST_F(CoordinatorTest, ThousandConcurrentRequestsEachEndExactlyOnce) {
     EXPECT_EQ(coordinator.health().requests_by_state["completed"], kRequests + 100);
 }
 
+TEST_F(CoordinatorTest, PauseIsBroadcastOnChangeAndACompletionWhilePausedResumes) {
+    auto& coordinator = start(options({"a", "b"}, {"b"}));
+    auto& a = add_stage("a");
+    auto& b = add_stage("b");
+    wait_for_stages();
+    EventLog log;
+    ASSERT_TRUE(coordinator.start_request("r1", make_request(1), {}, log.callback()).has_value());
+    ASSERT_TRUE(a.wait_for_messages(1));  // the submit: r1 is running
+
+    ASSERT_TRUE(coordinator.pause("r1", true).has_value());
+    ASSERT_TRUE(coordinator.pause("r1", true).has_value());  // no change: not broadcast again
+    ASSERT_TRUE(coordinator.pause("r1", false).has_value());
+    ASSERT_TRUE(coordinator.pause("r1", true).has_value());
+    auto unknown = coordinator.pause("ghost", true);
+    ASSERT_FALSE(unknown.has_value());
+    EXPECT_EQ(unknown.error().code, ErrorCode::not_found);
+    ASSERT_TRUE(b.wait_for_pauses(3));
+    for (FakeStage* stage : {&a, &b}) {  // every stage hears them, in order
+        ASSERT_TRUE(stage->wait_for_pauses(3));
+        std::vector<proto::PauseMessage> expected = {{"r1", true}, {"r1", false}, {"r1", true}};
+        EXPECT_EQ(stage->pauses(), expected) << stage->name();
+    }
+
+    // The request completes while paused: a resume follows, so no stage keeps the pause.
+    ASSERT_TRUE(b.complete("r1", StagePayload{.request_id = "r1"}).has_value());
+    ASSERT_TRUE(log.wait_for_terminals(1));
+    ASSERT_TRUE(a.wait_for_pauses(4));
+    EXPECT_EQ(a.pauses().back(), (proto::PauseMessage{"r1", false}));
+    auto ended = coordinator.pause("r1", false);
+    ASSERT_FALSE(ended.has_value());
+    EXPECT_EQ(ended.error().code, ErrorCode::not_found);
+    EXPECT_TRUE(a.aborts().empty());
+}
+
 }  // namespace
 }  // namespace omnirt::pipeline::testing

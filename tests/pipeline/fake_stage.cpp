@@ -53,12 +53,27 @@ void FakeStage::record(proto::ControlMessage message) {
 }
 
 void FakeStage::record_abort(proto::ControlMessage message) {
-    auto* abort = std::get_if<proto::AbortMessage>(&message);
-    EXPECT_NE(abort, nullptr) << "only aborts are broadcast";
-    if (abort == nullptr) return;
     std::lock_guard lock(mutex_);
+    if (auto* pause = std::get_if<proto::PauseMessage>(&message)) {
+        pauses_.push_back(std::move(*pause));
+        changed_.notify_all();
+        return;
+    }
+    auto* abort = std::get_if<proto::AbortMessage>(&message);
+    EXPECT_NE(abort, nullptr) << "only aborts and pauses are broadcast";
+    if (abort == nullptr) return;
     aborts_.push_back(std::move(*abort));
     changed_.notify_all();
+}
+
+bool FakeStage::wait_for_pauses(std::size_t count, Duration timeout) {
+    std::unique_lock lock(mutex_);
+    return changed_.wait_for(lock, timeout, [&] { return pauses_.size() >= count; });
+}
+
+std::vector<proto::PauseMessage> FakeStage::pauses() const {
+    std::lock_guard lock(mutex_);
+    return pauses_;
 }
 
 bool FakeStage::wait_for_messages(std::size_t count, Duration timeout) {

@@ -46,6 +46,9 @@ class FakeStage {
     std::vector<proto::ControlMessage> messages() const;
     std::vector<proto::SubmitMessage> submits() const;
     std::vector<proto::AbortMessage> aborts() const;
+    // Pause / resume broadcasts (they travel on the abort broadcast).
+    bool wait_for_pauses(std::size_t count, Duration timeout = kHangGuard);
+    std::vector<proto::PauseMessage> pauses() const;
 
     // To the coordinator.
     Status send(const proto::ControlMessage& message);
@@ -72,6 +75,7 @@ class FakeStage {
     std::condition_variable changed_;
     std::vector<proto::ControlMessage> messages_;
     std::vector<proto::AbortMessage> aborts_;
+    std::vector<proto::PauseMessage> pauses_;
 };
 
 // A responder that answers every submit with a completion whose data is the submitted data.

@@ -153,6 +153,42 @@ TEST_F(StreamingSchedulerTest, ChunksBeforeThePayloadAreKeptInOrderAndTheResultW
     EXPECT_TRUE(threads_back_to(threads_before));
 }
 
+TEST_F(StreamingSchedulerTest, APausedRequestEmitsNothingUntilItsResumeReplaysItsChunks) {
+    start();
+    scheduler_->pause("r", true);  // before its first message
+    push(new_request("r"));
+    push(chunk("r", "talker", Value("echo")));
+    push(chunk("r", "talker", Value("b")));
+    push(done("r", "talker"));
+    // Handled behind the held request: nothing of r came out, other requests go on.
+    expect_nothing_pending_before_barrier("barrier");
+    EXPECT_EQ(scheduler_->load().paused_requests, 1);
+    EXPECT_EQ(scheduler_->active_requests(), 1u);
+    scheduler_->pause("r", false);
+    auto echoed = next();
+    ASSERT_TRUE(echoed.has_value());
+    EXPECT_EQ(echoed->kind, OutgoingKind::stream);
+    auto out = next();
+    ASSERT_TRUE(out.has_value());
+    EXPECT_EQ(out->request_id, "r");
+    EXPECT_EQ(seen(*out), (List{Value("payload"), Value("talker:echo"), Value("talker:b")}));
+    EXPECT_EQ(scheduler_->load().paused_requests, 0);
+}
+
+TEST_F(StreamingSchedulerTest, AnAbortOfAPausedRequestDropsWhatWasKept) {
+    start();
+    push(new_request("r"));
+    expect_nothing_pending_before_barrier("barrier1");
+    scheduler_->pause("r", true);
+    push(chunk("r", "talker", Value("echo")));
+    expect_nothing_pending_before_barrier("barrier2");
+    scheduler_->abort("r");
+    scheduler_->pause("r", true);  // after its end: not kept
+    EXPECT_EQ(scheduler_->load().paused_requests, 0);
+    expect_nothing_pending_before_barrier("barrier3");
+    EXPECT_EQ(scheduler_->active_requests(), 0u);
+}
+
 TEST_F(StreamingSchedulerTest, DoneBeforeThePayloadFinishesWhenThePayloadArrives) {
     start();
     push(chunk("r", "talker", Value("a")));

@@ -78,7 +78,12 @@ std::vector<ControlMessage> random_messages(RandomValues& random) {
                                                                 .bytes = 4096,
                                                                 .write_ns = 7,
                                                                 .delivery_ns = 11},
-                                             proto::EdgeTraffic{.target = random.string()}}});
+                                             proto::EdgeTraffic{.target = random.string()}},
+                                   .kv_blocks_used = 5,
+                                   .kv_blocks_total = 64,
+                                   .paused_requests = 1,
+                                   .generated_tokens = 1234});
+    out.push_back(PauseMessage{.request_id = random.string() + "r", .paused = random.chance(0.5)});
     return out;
 }
 
@@ -253,6 +258,57 @@ TEST(Messages, HeartbeatTrafficFieldsAreOptionalAndChecked) {
     EXPECT_NE(with("edges", negative).find("transfers"), std::string::npos)
         << with("edges", negative);
     EXPECT_NE(with("compute_ns", "fast").find("compute_ns"), std::string::npos);
+}
+
+TEST(Messages, PauseIsCheckedFieldByField) {
+    auto bytes = encode_message(PauseMessage{.request_id = "r1", .paused = false});
+    ASSERT_TRUE(bytes.has_value());
+    auto root = decode_value(*bytes);
+    ASSERT_TRUE(root.has_value());
+    EXPECT_EQ(*root,
+              Value(Map{{"v", 1}, {"type", "pause"}, {"request_id", "r1"}, {"paused", false}}));
+    EXPECT_EQ(request_id_of(PauseMessage{.request_id = "r1"}), "r1");
+    EXPECT_EQ(message_type_name(PauseMessage{}), "pause");
+
+    const Value valid = Map{{"v", 1}, {"type", "pause"}, {"request_id", "r"}, {"paused", true}};
+    auto with = [&](const char* key, Value value) {
+        Value message = valid;
+        message[key] = std::move(value);
+        return decode_error(message);
+    };
+    auto without = [&](const char* key) {
+        Map message = valid.as_map();
+        message.erase(key);
+        return decode_error(Value(std::move(message)));
+    };
+    EXPECT_EQ(with("paused", 1), "pause.paused: expected bool, got int");
+    EXPECT_EQ(with("paused", "yes"), "pause.paused: expected bool, got string");
+    EXPECT_EQ(with("paused", Value()), "pause.paused: expected bool, got null");
+    EXPECT_EQ(without("paused"), "pause.paused: missing field (expected bool)");
+    EXPECT_EQ(with("request_id", 7), "pause.request_id: expected string, got int");
+    EXPECT_EQ(with("request_id", ""), "pause.request_id: empty");
+    EXPECT_EQ(without("request_id"), "pause.request_id: missing field (expected string)");
+}
+
+TEST(Messages, HeartbeatEngineFieldsAreOptionalAndNonNegative) {
+    Value old = Map{{"v", 1},           {"type", "heartbeat"},  {"stage", "a"},  {"pid", 1},
+                    {"queue_depth", 2}, {"active_requests", 3}, {"processed", 4}};
+    auto decoded = decode_message(*encode_value(old));
+    ASSERT_TRUE(decoded.has_value()) << decoded.error().message;
+    const auto& heartbeat = std::get<HeartbeatMessage>(*decoded);
+    EXPECT_EQ(heartbeat.kv_blocks_used, 0);
+    EXPECT_EQ(heartbeat.paused_requests, 0);
+    for (const char* key :
+         {"kv_blocks_used", "kv_blocks_total", "paused_requests", "generated_tokens"}) {
+        Value negative = old;
+        negative[key] = -3;
+        EXPECT_EQ(decode_error(negative),
+                  std::string("heartbeat.") + key + ": expected a non-negative int, got -3");
+        Value text = old;
+        text[key] = "many";
+        EXPECT_EQ(decode_error(text),
+                  std::string("heartbeat.") + key + ": expected int, got string");
+    }
 }
 
 TEST(Messages, UnknownErrorCodeBecomesInternal) {

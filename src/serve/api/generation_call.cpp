@@ -1,5 +1,6 @@
 #include "serve/api/generation_call.h"
 
+#include "core/log.h"
 #include "serve/openai/responses.h"
 
 namespace omnirt::serve::api {
@@ -9,6 +10,10 @@ using pipeline::RequestEvent;
 GenerationCall::GenerationCall(std::unique_ptr<Exchange> exchange, std::string request_id,
                                bool stream)
     : exchange_(std::move(exchange)), request_id_(std::move(request_id)), stream_(stream) {}
+
+GenerationCall::~GenerationCall() {
+    if (paused_.load()) exchange_->state().metrics.stream_unpaused();
+}
 
 void GenerationCall::run(OmniRequest request) {
     ApiState& state = exchange_->state();
@@ -23,6 +28,10 @@ void GenerationCall::run(OmniRequest request) {
     exchange_->http().on_disconnect(
         [client, id = request_id_] { (void)client->abort(id, "the client disconnected"); });
     if (stream_) {
+        std::weak_ptr<GenerationCall> weak = self;
+        exchange_->http().on_flow([weak](http::StreamFlow flow) {
+            if (auto call = weak.lock()) call->on_flow(flow);
+        });
         std::lock_guard lock(mutex_);
         ensure_head();
     }
@@ -66,6 +75,34 @@ void GenerationCall::on_end(const RequestEvent& event) {
         return;
     }
     on_result(*result);
+}
+
+void GenerationCall::on_flow(http::StreamFlow flow) {
+    ApiState& state = exchange_->state();
+    switch (flow) {
+        case http::StreamFlow::paused:
+            if (!paused_.exchange(true)) state.metrics.stream_paused();
+            log::debug("request '" + request_id_ +
+                       "': the client reads slower than the stream; pausing it");
+            (void)state.client.pause(request_id_, true);
+            return;
+        case http::StreamFlow::resumed:
+            if (paused_.exchange(false)) state.metrics.stream_unpaused();
+            log::debug("request '" + request_id_ + "': the client caught up; resuming it");
+            (void)state.client.pause(request_id_, false);
+            return;
+        case http::StreamFlow::stalled: {
+            if (paused_.exchange(false)) state.metrics.stream_unpaused();
+            state.metrics.stream_stalled();
+            const auto timeout = state.options.http.stream_stall_timeout.count();
+            const std::string reason = "the stream stalled: its client read too little of it for " +
+                                       (timeout % 1000 == 0 ? std::to_string(timeout / 1000) + " s"
+                                                            : std::to_string(timeout) + " ms");
+            log::warn("request '" + request_id_ + "': " + reason + "; aborting it");
+            (void)state.client.abort(request_id_, reason);
+            return;
+        }
+    }
 }
 
 void GenerationCall::ensure_head() {

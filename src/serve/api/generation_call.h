@@ -6,7 +6,9 @@
 //
 // Threads: run() on an IO thread; on_chunk on the coordinator's thread (cheap work only);
 // on_result on the work pool (whole-file audio encoding). All of them under one mutex, so a
-// subclass needs no locking of its own.
+// subclass needs no locking of its own. Flow control of a stream (a slow reader pauses the
+// request in the pipeline, a stalled one aborts it) runs outside that mutex.
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -21,7 +23,7 @@ namespace omnirt::serve::api {
 
 class GenerationCall : public std::enable_shared_from_this<GenerationCall> {
   public:
-    virtual ~GenerationCall() = default;
+    virtual ~GenerationCall();
     GenerationCall(const GenerationCall&) = delete;
     GenerationCall& operator=(const GenerationCall&) = delete;
 
@@ -61,6 +63,9 @@ class GenerationCall : public std::enable_shared_from_this<GenerationCall> {
   private:
     void on_event(pipeline::RequestEvent& event);
     void on_end(const pipeline::RequestEvent& event);
+    // The stream's reader fell behind, caught up, or stalled (http::HttpExchange::on_flow):
+    // pauses, resumes or aborts the request. Not under mutex_ (it runs inside write()).
+    void on_flow(http::StreamFlow flow);
 
     std::unique_ptr<Exchange> exchange_;
     const std::string request_id_;
@@ -68,6 +73,7 @@ class GenerationCall : public std::enable_shared_from_this<GenerationCall> {
     std::mutex mutex_;  // run()'s head vs. the first event; events vs. the pool's end
     bool head_sent_ = false;
     bool failed_ = false;
+    std::atomic<bool> paused_{false};  // counted in the paused-streams gauge
 };
 
 }  // namespace omnirt::serve::api

@@ -123,6 +123,17 @@ std::string ServerMetrics::render(const pipeline::HealthReport& health) const {
     header(out, "omnirt_http_requests_queued", "gauge",
            "Generation requests waiting for a slot (--max-queue).");
     sample(out, "omnirt_http_requests_queued", "", static_cast<double>(queued()));
+    header(out, "omnirt_http_streams_paused", "gauge",
+           "Streams whose reader is behind by more than the high-water mark (the request is "
+           "paused in the pipeline).");
+    sample(out, "omnirt_http_streams_paused", "", static_cast<double>(paused_.load()));
+    header(out, "omnirt_http_stream_pauses_total", "counter",
+           "Times a stream's reader fell behind by more than the high-water mark.");
+    sample(out, "omnirt_http_stream_pauses_total", "", static_cast<double>(pauses_.load()));
+    header(out, "omnirt_http_stream_stalls_total", "counter",
+           "Streams cut (their requests aborted) because the reader read nothing for the stall "
+           "timeout.");
+    sample(out, "omnirt_http_stream_stalls_total", "", static_cast<double>(stalls_.load()));
     header(out, "omnirt_time_to_first_token_seconds", "histogram",
            "Time from a request's arrival to its first text delta.");
     first_token_.render(out, "omnirt_time_to_first_token_seconds", "");
@@ -178,6 +189,36 @@ std::string ServerMetrics::render(const pipeline::HealthReport& health) const {
         sample(out, "omnirt_stage_compute_seconds_total",
                "stage=\"" + label_value(stage.stage) + "\"",
                static_cast<double>(stage.compute_ns) / 1e9);
+    }
+    header(out, "omnirt_stage_paused_requests", "gauge",
+           "Requests the stage holds because their client reads slowly.");
+    for (const auto& stage : health.stages) {
+        sample(out, "omnirt_stage_paused_requests", "stage=\"" + label_value(stage.stage) + "\"",
+               static_cast<double>(stage.paused_requests));
+    }
+    // Stages with a KV cache (the AR engine) only.
+    struct EngineFamily {
+        const char* name;
+        const char* type;
+        const char* help;
+        std::int64_t pipeline::StageHealth::*field;
+    };
+    static constexpr EngineFamily kEngineFamilies[] = {
+        {"omnirt_stage_kv_blocks_used", "gauge",
+         "KV cache blocks held by requests (the prefix cache's not counted).",
+         &pipeline::StageHealth::kv_blocks_used},
+        {"omnirt_stage_kv_blocks_total", "gauge", "KV cache blocks in all.",
+         &pipeline::StageHealth::kv_blocks_total},
+        {"omnirt_stage_generated_tokens_total", "counter", "Tokens the stage generated.",
+         &pipeline::StageHealth::generated_tokens},
+    };
+    for (const auto& family : kEngineFamilies) {
+        header(out, family.name, family.type, family.help);
+        for (const auto& stage : health.stages) {
+            if (stage.kv_blocks_total == 0) continue;
+            sample(out, family.name, "stage=\"" + label_value(stage.stage) + "\"",
+                   static_cast<double>(stage.*family.field));
+        }
     }
     // Relay traffic per edge (from -> to), one family per quantity.
     struct EdgeFamily {

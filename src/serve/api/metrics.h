@@ -42,6 +42,15 @@ class ServerMetrics {
     void set_queued(std::int64_t queued) { queued_.store(queued); }
     [[nodiscard]] std::int64_t queued() const { return queued_.load(); }
 
+    // Streams whose reader fell behind (http::StreamFlow): a pause, its end (resumed, stalled or
+    // the stream ended), and a stream cut for stalling.
+    void stream_paused() {
+        pauses_.fetch_add(1);
+        paused_.fetch_add(1);
+    }
+    void stream_unpaused() { paused_.fetch_sub(1); }
+    void stream_stalled() { stalls_.fetch_add(1); }
+
     void record_time_to_first_token(double seconds) { first_token_.observe(seconds); }
     void record_time_to_first_audio(double seconds) { first_audio_.observe(seconds); }
     void record_inter_chunk_gap(double seconds) { chunk_gap_.observe(seconds); }
@@ -58,6 +67,9 @@ class ServerMetrics {
     std::map<std::string, EndpointStats, std::less<>> endpoints_;  // guarded by mutex_
     std::atomic<std::int64_t> in_flight_{0};
     std::atomic<std::int64_t> queued_{0};
+    std::atomic<std::int64_t> paused_{0};
+    std::atomic<std::uint64_t> pauses_{0};
+    std::atomic<std::uint64_t> stalls_{0};
     Histogram first_token_;
     Histogram first_audio_;
     Histogram chunk_gap_;

@@ -60,9 +60,32 @@ std::string ServerShared::error_body(int status, std::string_view message) const
 }
 
 Connection::Connection(asio::ip::tcp::socket socket, ServerShared& server)
-    : stream_(std::move(socket)), server_(server), signal_(stream_.get_executor()) {}
+    : stream_(std::move(socket)),
+      server_(server),
+      signal_(stream_.get_executor()),
+      stall_timer_(stream_.get_executor()) {}
 
 void Connection::wake() { signal_.cancel(); }
+
+void Connection::watch_stall(std::shared_ptr<ExchangeState> state) {
+    asio::post(signal_.get_executor(), [self = shared_from_this(), state = std::move(state)]() {
+        if (self->exchange_ != state) return;
+        // A new pause restarts the timer (the wait of an earlier one ends cancelled).
+        self->stall_timer_.expires_after(state->stall_timeout());
+        self->stall_timer_.async_wait([self, state](error_code ec) {
+            if (ec || self->exchange_ != state) return;
+            if (state->stalled()) self->cut_stream();
+        });
+    });
+}
+
+void Connection::cut_stream() {
+    peer_gone_ = true;
+    output_.push_front(OutItem{OutItem::Kind::cut, 0, {}, {}, {}});
+    error_code ignored;
+    stream_.socket().cancel(ignored);  // a write blocked on the reader ends now
+    wake();
+}
 
 void Connection::post_output(std::shared_ptr<ExchangeState> state, OutItem item) {
     asio::post(signal_.get_executor(),
@@ -211,9 +234,13 @@ asio::awaitable<bool> Connection::serve_route(HttpRequest request, bool keep_ali
     }
     const HttpHandler& handler = path->second.find(request.method)->second;
     bool http10 = request.version == 10;
-    exchange_ = std::make_shared<ExchangeState>(server_.core,
-                                                std::weak_ptr<ExchangeChannel>(shared_from_this()),
-                                                server_.options.max_stream_buffer_bytes);
+    const HttpServerOptions& options = server_.options;
+    exchange_ = std::make_shared<ExchangeState>(
+        server_.core, std::weak_ptr<ExchangeChannel>(shared_from_this()),
+        StreamLimits{.high_water = options.stream_high_water_bytes,
+                     .low_water = options.stream_low_water_bytes,
+                     .max_pending = options.max_stream_buffer_bytes,
+                     .stall_timeout = options.stream_stall_timeout});
     {
         auto exchange = std::make_shared<HttpExchange>(exchange_, std::move(request));
         try {
@@ -378,6 +405,7 @@ asio::awaitable<bool> Connection::serve_exchange(bool keep_alive, bool http10) {
     if (!done) state->mark_disconnected();
     exchange_.reset();
     output_.clear();
+    stall_timer_.cancel();
     if (watching_) {
         stop_watching_ = true;
         error_code ignored;

@@ -51,6 +51,8 @@ class Connection : public ExchangeChannel, public std::enable_shared_from_this<C
 
     // Any thread (with ServerCore::mutex held): queue an item for the current exchange.
     void post_output(std::shared_ptr<ExchangeState> state, OutItem item) override;
+    // Any thread (with ServerCore::mutex held): arms the stall timer of the current exchange.
+    void watch_stall(std::shared_ptr<ExchangeState> state) override;
     // Any thread: close the connection if it waits for a new request; otherwise at the end of
     // the current exchange.
     void close_if_idle();
@@ -68,11 +70,14 @@ class Connection : public ExchangeChannel, public std::enable_shared_from_this<C
     boost::asio::awaitable<void> send_error(int status, std::string_view message);
     boost::asio::awaitable<void> linger_close();
     void wake();
+    // The current stream stalled: the connection closes (its writes are cancelled).
+    void cut_stream();
 
     boost::beast::tcp_stream stream_;
     boost::beast::flat_buffer buffer_;
     ServerShared& server_;
-    boost::asio::steady_timer signal_;  // cancelled to wake the run loop
+    boost::asio::steady_timer signal_;       // cancelled to wake the run loop
+    boost::asio::steady_timer stall_timer_;  // a paused stream's stall timeout
     // Strand-only state.
     std::deque<OutItem> output_;
     std::shared_ptr<ExchangeState> exchange_;

@@ -17,6 +17,8 @@ bool ExchangeState::forward(OutItem item) {
 }
 
 bool ExchangeState::send(OutItem item) {
+    bool now_paused = false;
+    bool sent = false;
     {
         std::unique_lock lock(mutex_);
         if (disconnected_) return false;
@@ -29,7 +31,7 @@ bool ExchangeState::send(OutItem item) {
             case OutItem::Kind::chunk:
                 if (phase_ != Phase::streaming) return false;
                 if (item.body.empty()) return true;
-                if (pending_ + item.body.size() > max_pending_) {
+                if (pending_ + item.body.size() > limits_.max_pending) {
                     // A reader this far behind would make the server buffer without bound:
                     // cut the connection; the producer sees a disconnect and stops.
                     phase_ = Phase::done;
@@ -39,6 +41,11 @@ bool ExchangeState::send(OutItem item) {
                     return false;
                 }
                 pending_ += item.body.size();
+                if (!paused_ && pending_ > limits_.high_water) {
+                    paused_ = true;
+                    paused_since_ = std::chrono::steady_clock::now();
+                    now_paused = true;
+                }
                 break;
             case OutItem::Kind::finish:
                 if (phase_ != Phase::streaming) return false;
@@ -54,8 +61,17 @@ bool ExchangeState::send(OutItem item) {
                 break;
         }
         // Forwarding under mutex_ keeps items in call order across threads.
-        return forward(std::move(item));
+        sent = forward(std::move(item));
     }
+    if (now_paused) {
+        {
+            std::lock_guard core_lock(core_->mutex);
+            auto channel = channel_.lock();
+            if (!core_->stopped && channel) channel->watch_stall(shared_from_this());
+        }
+        report_flow();
+    }
+    return sent;
 }
 
 void ExchangeState::abandon() {
@@ -77,14 +93,66 @@ void ExchangeState::mark_disconnected() {
 
 void ExchangeState::mark_complete() {
     std::vector<std::function<void()>> callbacks;
+    std::shared_ptr<std::function<void(StreamFlow)>> flow;
     std::lock_guard lock(mutex_);
     complete_ = true;
     callbacks.swap(callbacks_);  // destroyed after the unlock (declared first)
+    flow.swap(flow_callback_);
 }
 
 void ExchangeState::written(std::size_t bytes) {
+    {
+        std::lock_guard lock(mutex_);
+        pending_ -= std::min(bytes, pending_);
+        if (!paused_ || stalled_ || pending_ > limits_.low_water) return;
+        paused_ = false;
+    }
+    report_flow();
+}
+
+bool ExchangeState::stalled() {
+    {
+        std::lock_guard lock(mutex_);
+        if (!paused_ || stalled_ || complete_ || disconnected_) return false;
+        if (std::chrono::steady_clock::now() - paused_since_ < limits_.stall_timeout) return false;
+        stalled_ = true;
+    }
+    report_flow();
+    return true;
+}
+
+void ExchangeState::on_flow(std::function<void(StreamFlow)> callback) {
     std::lock_guard lock(mutex_);
-    pending_ -= std::min(bytes, pending_);
+    if (complete_) return;
+    flow_callback_ = std::make_shared<std::function<void(StreamFlow)>>(std::move(callback));
+}
+
+void ExchangeState::report_flow() {
+    std::lock_guard flow_lock(flow_mutex_);
+    for (;;) {
+        StreamFlow flow{};
+        std::shared_ptr<std::function<void(StreamFlow)>> callback;
+        {
+            std::lock_guard lock(mutex_);
+            if (reported_stalled_) return;
+            if (stalled_) {
+                if (!reported_paused_) {  // stalled always follows a reported pause
+                    reported_paused_ = true;
+                    flow = StreamFlow::paused;
+                } else {
+                    reported_stalled_ = true;
+                    flow = StreamFlow::stalled;
+                }
+            } else if (paused_ != reported_paused_) {
+                reported_paused_ = paused_;
+                flow = paused_ ? StreamFlow::paused : StreamFlow::resumed;
+            } else {
+                return;
+            }
+            callback = flow_callback_;
+        }
+        if (callback && *callback) (*callback)(flow);
+    }
 }
 
 void ExchangeState::on_disconnect(std::function<void()> callback) {
@@ -142,6 +210,22 @@ void HttpExchange::on_disconnect(std::function<void()> callback) {
 }
 
 bool HttpExchange::disconnected() const { return state_->disconnected(); }
+
+void HttpExchange::on_flow(std::function<void(StreamFlow)> callback) {
+    state_->on_flow(std::move(callback));
+}
+
+std::string_view to_string(StreamFlow flow) {
+    switch (flow) {
+        case StreamFlow::paused:
+            return "paused";
+        case StreamFlow::resumed:
+            return "resumed";
+        case StreamFlow::stalled:
+            return "stalled";
+    }
+    return "unknown";
+}
 
 std::string openai_error_body(int status, std::string_view message) {
     const char* type = status >= 500 ? "server_error" : "invalid_request_error";

@@ -75,6 +75,18 @@ Result<std::unique_ptr<HttpServer>> HttpServer::create(HttpServerOptions options
         options.write_timeout.count() <= 0) {
         return fail(ErrorCode::invalid_argument, "http: timeouts must be positive");
     }
+    if (options.stream_stall_timeout.count() <= 0) {
+        return fail(ErrorCode::invalid_argument, "http: stream_stall_timeout must be positive");
+    }
+    if (options.stream_low_water_bytes > options.stream_high_water_bytes ||
+        options.stream_high_water_bytes > options.max_stream_buffer_bytes) {
+        return fail(
+            ErrorCode::invalid_argument,
+            "http: stream buffer limits must be ordered: stream_low_water_bytes (" +
+                std::to_string(options.stream_low_water_bytes) + ") <= stream_high_water_bytes (" +
+                std::to_string(options.stream_high_water_bytes) + ") <= max_stream_buffer_bytes (" +
+                std::to_string(options.max_stream_buffer_bytes) + ")");
+    }
     auto impl = std::make_unique<Impl>();
     impl->io = std::make_unique<asio::io_context>(options.threads);
     error_code ec;

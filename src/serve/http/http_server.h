@@ -37,6 +37,15 @@ namespace detail {
 class ExchangeState;
 }
 class WebSocket;  // websocket.h
+
+// How a streamed response keeps up with its reader (HttpExchange::on_flow).
+//  * paused: the chunks waiting unwritten exceeded the high-water mark; the producer should hold
+//    its output (the API server pauses the request in the pipeline);
+//  * resumed: they drained to the low-water mark; the producer may go on;
+//  * stalled: it stayed paused for the stall timeout; the connection is cut right after (the
+//    exchange then sees a disconnect), so the producer should end the request.
+enum class StreamFlow { paused, resumed, stalled };
+[[nodiscard]] std::string_view to_string(StreamFlow flow);
 struct WebSocketAccept;
 struct WebSocketOptions;
 
@@ -74,6 +83,12 @@ class HttpExchange {
     // the exchange completes, so capturing the exchange in one does not leak.
     void on_disconnect(std::function<void()> callback);
     [[nodiscard]] bool disconnected() const;
+    // `callback` runs on every change of the stream's flow (StreamFlow), in order and never
+    // concurrently: paused and resumed alternate, starting with paused; stalled comes at most
+    // once, after paused. paused runs on the thread calling write(), resumed and stalled on an
+    // IO thread. It must not block, nor take a lock the writer holds around write(). Replaces
+    // an earlier callback; dropped when the exchange completes.
+    void on_flow(std::function<void(StreamFlow)> callback);
 
   private:
     std::shared_ptr<detail::ExchangeState> state_;
@@ -100,9 +115,18 @@ struct HttpServerOptions {
     std::chrono::milliseconds idle_timeout{60000};
     // A single response write that takes longer closes the connection.
     std::chrono::milliseconds write_timeout{60000};
-    // A streamed response whose chunks wait unwritten beyond this many bytes (a client reading
-    // slower than the stream) is cut: the connection closes and the exchange sees a disconnect,
-    // so the request behind it is aborted instead of buffered without bound.
+    // Flow control of streamed responses (docs/serve.md, "Slow readers"). Chunks that wait
+    // unwritten (the client reads slower than the stream, and the kernel's socket buffers are
+    // full) beyond stream_high_water_bytes make the exchange report StreamFlow::paused; once
+    // they drain to stream_low_water_bytes, StreamFlow::resumed. A stream paused for
+    // stream_stall_timeout is cut (StreamFlow::stalled, then a disconnect).
+    std::size_t stream_high_water_bytes = 1u << 20;
+    std::size_t stream_low_water_bytes = 256u << 10;
+    std::chrono::milliseconds stream_stall_timeout{30000};
+    // The last resort: a stream whose unwritten chunks would exceed this many bytes (a producer
+    // that does not hold its output when paused) is cut at once: the connection closes and the
+    // exchange sees a disconnect, so the request behind it is aborted instead of buffered
+    // without bound. At least stream_high_water_bytes.
     std::size_t max_stream_buffer_bytes = 16u << 20;
     // Connections beyond this are closed as soon as they are accepted.
     std::size_t max_connections = 4096;

@@ -107,6 +107,8 @@ TEST_F(ExchangeTest, StreamWrittenFromAnotherThreadArrivesInOrder) {
 TEST_F(ExchangeTest, AReaderTooFarBehindAStreamIsCutNotBufferedWithoutBound) {
     HttpServerOptions options;
     options.max_stream_buffer_bytes = 256 * 1024;
+    options.stream_high_water_bytes = 64 * 1024;
+    options.stream_low_water_bytes = 16 * 1024;
     std::atomic<int> disconnects{0};
     std::thread writer;
     std::promise<bool> refused;
