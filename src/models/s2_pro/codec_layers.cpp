@@ -1,7 +1,9 @@
 #include "models/s2_pro/codec_layers.h"
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -63,6 +65,44 @@ at::Tensor run_conv(const at::Tensor& input, const CodecConv& conv) {
     const std::int64_t stride = 1, padding = 0;
     return at::conv1d(input, conv.weight, conv.bias, at::IntArrayRef(stride),
                       at::IntArrayRef(padding), at::IntArrayRef(conv.dilation), conv.groups);
+}
+
+// frames [B, out * stride, T] -> [B, out, T * stride]: channel c * stride + j of frame t is
+// sample t * stride + j of channel c. One pass (a strided copy through ATen moves a few samples
+// per inner loop); Word is the element's size.
+template <typename Word>
+void interleave_rows(const Word* in, Word* out, std::int64_t rows, std::int64_t stride,
+                     std::int64_t length) {
+    const std::int64_t block = stride * length;
+    const std::int64_t grain = std::max<std::int64_t>(1, 32768 / std::max<std::int64_t>(block, 1));
+    at::parallel_for(0, rows, grain, [&](std::int64_t begin, std::int64_t end) {
+        for (std::int64_t r = begin; r < end; ++r) {
+            const Word* source = in + r * block;
+            Word* target = out + r * block;
+            for (std::int64_t t = 0; t < length; ++t) {
+                for (std::int64_t j = 0; j < stride; ++j) {
+                    target[t * stride + j] = source[j * length + t];
+                }
+            }
+        }
+    });
+}
+
+at::Tensor interleave(const at::Tensor& frames, std::int64_t stride) {
+    const at::Tensor in = frames.contiguous();
+    const std::int64_t batch = in.size(0), out = in.size(1) / stride, length = in.size(2);
+    at::Tensor result = at::empty({batch, out, length * stride}, in.options());
+    if (in.element_size() == 2) {
+        interleave_rows(static_cast<const std::uint16_t*>(in.data_ptr()),
+                        static_cast<std::uint16_t*>(result.data_ptr()), batch * out, stride,
+                        length);
+    } else {
+        OMNI_CHECK(in.element_size() == 4, "codec: float32 or bfloat16 activations only");
+        interleave_rows(static_cast<const std::uint32_t*>(in.data_ptr()),
+                        static_cast<std::uint32_t*>(result.data_ptr()), batch * out, stride,
+                        length);
+    }
+    return result;
 }
 
 std::int64_t context_of(const CodecConv& conv) { return (conv.weight.size(2) - 1) * conv.dilation; }
@@ -274,13 +314,7 @@ at::Tensor causal_transposed(const at::Tensor& x, const at::Tensor& alpha, const
                              std::int64_t stride, at::Tensor& carry) {
     const at::Tensor frames =
         alpha.defined() ? snake_conv(x, alpha, conv, carry) : causal_conv(x, conv, carry);
-    // [B, out * stride, T] -> [B, out, T * stride]: channel c * stride + j of frame t is
-    // sample t * stride + j.
-    const std::int64_t batch = frames.size(0), length = frames.size(2);
-    const std::int64_t out = frames.size(1) / stride;
-    return frames.view({batch, out, stride, length})
-        .transpose(2, 3)
-        .reshape({batch, out, length * stride});
+    return interleave(frames, stride);
 }
 
 at::Tensor causal_strided_conv(const at::Tensor& x, const CodecConv& conv, std::int64_t stride) {
