@@ -7,6 +7,8 @@
 #include <cmath>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -260,6 +262,17 @@ Value random_s2_pro_frame(std::mt19937_64& rng) {
     return Value(Map{{"codes", Value(Tensor::from_vector(codes, {10}))}});
 }
 
+double process_cpu_seconds() {
+    timespec now{};
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &now);
+    return static_cast<double>(now.tv_sec) + 1e-9 * static_cast<double>(now.tv_nsec);
+}
+
+double load_average() {
+    double load[1] = {0};
+    return getloadavg(load, 1) == 1 ? load[0] : 0;
+}
+
 // One stream through the started vocoder: every frame queued at once, so the time between two
 // audio chunks is the stage's work on the second. Fills `record` and returns the chunks' costs.
 Result<std::vector<VocoderChunkCost>> run_vocoder_stream(pipeline::Scheduler& stage,
@@ -289,11 +302,13 @@ Result<std::vector<VocoderChunkCost>> run_vocoder_stream(pipeline::Scheduler& st
     if (!pushed) return fail(ErrorCode::internal, "the vocoder stage stopped");
     std::vector<VocoderChunkCost> costs;
     Clock::time_point last = record.start;
+    double last_cpu = process_cpu_seconds();
     while (true) {
         std::optional<pipeline::OutgoingMessage> message = stage.outbox().pop();
         if (!message) return fail(ErrorCode::internal, "the vocoder stage stopped");
         if (message->request_id != id) continue;
         const Clock::time_point now = Clock::now();
+        const double cpu = process_cpu_seconds();
         if (message->kind == pipeline::OutgoingKind::error) return fail(message->error);
         if (message->kind == pipeline::OutgoingKind::result) {
             record.end = now;
@@ -308,8 +323,10 @@ Result<std::vector<VocoderChunkCost>> run_vocoder_stream(pipeline::Scheduler& st
             VocoderChunkCost{.index = static_cast<int>(costs.size()),
                              .frames = audio->as_tensor().numel() / 2048,
                              .audio_end_s = record.audio_seconds,
-                             .ms = std::chrono::duration<double, std::milli>(now - last).count()});
+                             .ms = std::chrono::duration<double, std::milli>(now - last).count(),
+                             .cpu_ms = 1000.0 * (cpu - last_cpu)});
         last = now;
+        last_cpu = cpu;
     }
 }
 
@@ -330,6 +347,10 @@ Result<SpeechBenchReport> run_vocoder_only(const SpeechBenchOptions& options) {
     if (options.first_chunk_frames > 0) {
         args.emplace("first_chunk_frames", Value(std::int64_t{options.first_chunk_frames}));
     }
+    if (options.chunk_frames > 0) {
+        args.emplace("chunk_frames", Value(std::int64_t{options.chunk_frames}));
+    }
+    args.emplace("dtype", Value(options.dtype));
     OMNI_TRY(std::unique_ptr<pipeline::Scheduler> stage,
              factory(pipeline::StageContext{
                  .stage_name = "vocoder", .args = std::move(args), .stream_sources = {"tts"}}));
@@ -350,11 +371,15 @@ Result<SpeechBenchReport> run_vocoder_only(const SpeechBenchOptions& options) {
     }
     std::vector<StreamRecord> records(static_cast<std::size_t>(options.requests));
     const auto compute_before = stage->compute_time();
+    report.load_before = load_average();
+    const double cpu_before = process_cpu_seconds();
     const Clock::time_point start = Clock::now();
     for (int i = 0; i < options.requests; ++i) {
         OMNI_TRY(report.chunk_costs, run_vocoder_stream(*stage, "s" + std::to_string(i), frames,
                                                         rng, records[static_cast<std::size_t>(i)]));
     }
+    report.cpu_seconds = process_cpu_seconds() - cpu_before;
+    report.load_after = load_average();
     SpeechLevel level =
         summarize(1, records, seconds_between(start, Clock::now()), kS2ProFramesPerSecond);
     if (level.audio_seconds > 0) {
@@ -618,9 +643,8 @@ std::string format_speech_table(const SpeechBenchReport& report) {
                       o.audio_seconds, o.dtype.c_str(), o.max_batch_streams);
     } else if (o.vocoder_only) {
         std::snprintf(line, sizeof line,
-                      "%.1f s of audio per stream, one frame per chunk, all queued at once, "
-                      "float32\n",
-                      o.audio_seconds);
+                      "%.1f s of audio per stream, one frame per chunk, all queued at once, %s\n",
+                      o.audio_seconds, o.dtype.c_str());
     } else {
         std::snprintf(line, sizeof line, "max_tokens %d, max_frames %d, reference %.1f s\n",
                       o.max_tokens, o.max_frames, o.reference_seconds);
@@ -647,13 +671,26 @@ std::string format_speech_table(const SpeechBenchReport& report) {
         }
     }
     if (!report.chunk_costs.empty()) {
-        out += "audio chunks of the last stream (ms: the stage's work on the chunk):\n";
+        double audio_seconds = 0;
+        for (const SpeechLevel& level : report.levels) audio_seconds += level.audio_seconds;
+        std::snprintf(line, sizeof line,
+                      "process CPU %.2f s for %.2f s of audio (CPU RTF %.3f, one core = 1); "
+                      "load average %.2f before, %.2f after\n",
+                      report.cpu_seconds, audio_seconds,
+                      audio_seconds > 0 ? report.cpu_seconds / audio_seconds : 0.0,
+                      report.load_before, report.load_after);
+        out += line;
+        out +=
+            "audio chunks of the last stream (ms: the stage's work on the chunk; CPU: the "
+            "process's CPU time meanwhile):\n";
         for (const VocoderChunkCost& chunk : report.chunk_costs) {
             const double chunk_ms = 1000.0 * static_cast<double>(chunk.frames) * 2048 / 44100;
             std::snprintf(line, sizeof line,
-                          "  chunk %3d: %3lld frames, ends at %6.2f s, %8.1f ms (RTF %.3f)\n",
+                          "  chunk %3d: %3lld frames, ends at %6.2f s, %8.1f ms (RTF %.3f), "
+                          "CPU %8.1f ms (CPU RTF %.3f)\n",
                           chunk.index, static_cast<long long>(chunk.frames), chunk.audio_end_s,
-                          chunk.ms, chunk_ms > 0 ? chunk.ms / chunk_ms : 0.0);
+                          chunk.ms, chunk_ms > 0 ? chunk.ms / chunk_ms : 0.0, chunk.cpu_ms,
+                          chunk_ms > 0 ? chunk.cpu_ms / chunk_ms : 0.0);
             out += line;
         }
     }
@@ -683,7 +720,8 @@ std::string speech_report_json(const SpeechBenchReport& report) {
         chunks.push_back({{"index", chunk.index},
                           {"frames", chunk.frames},
                           {"audio_end_s", chunk.audio_end_s},
-                          {"ms", chunk.ms}});
+                          {"ms", chunk.ms},
+                          {"cpu_ms", chunk.cpu_ms}});
     }
     nlohmann::json json = {{"mode", o.code2wav_only  ? "code2wav_only"
                                     : o.vocoder_only ? "vocoder_only"
@@ -700,9 +738,13 @@ std::string speech_report_json(const SpeechBenchReport& report) {
                            {"audio_seconds", o.audio_seconds},
                            {"max_batch_streams", o.max_batch_streams},
                            {"dtype", o.dtype},
+                           {"chunk_frames", o.chunk_frames},
                            {"cpu", report.cpu},
                            {"levels", levels},
-                           {"chunks", chunks}};
+                           {"chunks", chunks},
+                           {"cpu_seconds", report.cpu_seconds},
+                           {"load_before", report.load_before},
+                           {"load_after", report.load_after}};
     return json.dump(2) + "\n";
 }
 

@@ -57,9 +57,10 @@ struct SpeechBenchOptions {
     // random-weight talker rarely says its EOS); 50 frames are 4 s of audio. S2-Pro: the
     // request's max_tokens (its frames); 50 frames are 2.3 s.
     int max_frames = 50;
-    double audio_seconds = 4.0;     // code2wav only: audio per stream
+    double audio_seconds = 4.0;     // code2wav / vocoder only: audio per stream
     int max_batch_streams = 8;      // code2wav only: the stage's max_batch_streams
-    std::string dtype = "float32";  // code2wav only: the stage's dtype
+    std::string dtype = "float32";  // code2wav / vocoder only: the stage's dtype
+    int chunk_frames = 0;           // > 0, vocoder only: the stage's chunk_frames
     std::string plugin_path;  // code2wav only; empty: <build>/lib/libomnirt_qwen3_omni_plugin.so
 };
 
@@ -85,6 +86,7 @@ struct VocoderChunkCost {
     std::int64_t frames = 0;  // codec frames in the chunk
     double audio_end_s = 0;   // where the chunk ends in the utterance
     double ms = 0;            // since the previous chunk left (the first: since the start)
+    double cpu_ms = 0;        // the process's CPU time over the same span (all its threads)
 };
 
 struct SpeechBenchReport {
@@ -92,6 +94,11 @@ struct SpeechBenchReport {
     std::string cpu;  // /proc/cpuinfo "model name"
     std::vector<SpeechLevel> levels;
     std::vector<VocoderChunkCost> chunk_costs;  // vocoder only
+    // Vocoder only: the process's CPU time over the measured streams (the stage is the only
+    // thing running), and the host's 1-minute load average before and after them.
+    double cpu_seconds = 0;
+    double load_before = 0;
+    double load_after = 0;
 };
 
 [[nodiscard]] Result<SpeechBenchReport> run_speech_bench(const SpeechBenchOptions& options);

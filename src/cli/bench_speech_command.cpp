@@ -57,7 +57,10 @@ void add_bench_speech_command(CLI::App& bench, int& exit_code) {
                         "Code2wav / vocoder only: seconds of audio per stream (default 4)");
     command->add_option("--max-batch-streams", options->max_batch_streams,
                         "Code2wav only: the stage's max_batch_streams (default 8)");
-    command->add_option("--dtype", options->dtype, "Code2wav only: float32 (default) or bfloat16");
+    command->add_option("--dtype", options->dtype,
+                        "Code2wav / vocoder only: float32 (default) or bfloat16");
+    command->add_option("--chunk-frames", options->chunk_frames,
+                        "Vocoder only: the stage's chunk_frames (default: the stage's, 25)");
     command->add_option("--json", *json_path, "Also write the report as JSON to this file");
     command->callback([options, json_path, &exit_code] {
         spdlog::set_level(spdlog::level::warn);

@@ -22,6 +22,11 @@ namespace {
 
 using namespace testing;
 
+// bfloat16 against float32 audio: largest difference relative to the largest sample, and the
+// RMS of the difference relative to the audio's RMS.
+constexpr double kBfloatMaxError = 0.1;
+constexpr double kBfloatRelativeRms = 0.03;
+
 at::Tensor random_codes(std::int64_t batch, std::int64_t frames, std::uint64_t seed) {
     at::manual_seed(seed);
     at::Tensor codes = at::randint(0, 1024, {batch, 10, frames}, at::kLong);
@@ -86,6 +91,45 @@ TEST_F(S2ProCodecTest, StreamedEqualsWholeDecodePastTheAttentionWindow) {
         EXPECT_TRUE(at::allclose(streamed, *whole, 1e-5, 1e-5))
             << "chunks of " << chunks[0] << ": " << (streamed - *whole).abs().max().item<float>();
     }
+}
+
+// bfloat16 (the fish-speech CLI's codec precision): weights and activations rounded to 8
+// significant bits through ~30 layers, so the audio is close to float32's, not equal; streaming
+// stays as close (each chunk runs the same layers on the same carried windows).
+TEST_F(S2ProCodecTest, BfloatDecodeIsCloseToFloat32WholeOrStreamed) {
+    auto bfloat = CodecDecoder::create(sizes_, lookup_of(weights_), {.dtype = at::kBFloat16});
+    ASSERT_TRUE(bfloat.has_value()) << bfloat.error().to_string();
+    EXPECT_EQ((*bfloat)->dtype(), at::kBFloat16);
+    const std::int64_t frames = 40;
+    const at::Tensor codes = random_codes(1, frames, 6);
+    auto reference = decoder_->decode(codes);
+    ASSERT_TRUE(reference.has_value());
+    const double scale = reference->abs().max().item<double>();
+    auto expect_close = [&](const at::Tensor& audio, const std::string& what) {
+        ASSERT_EQ(audio.sizes(), reference->sizes()) << what;
+        EXPECT_EQ(audio.scalar_type(), at::kFloat) << what;
+        const at::Tensor error = audio - *reference;
+        const double max_error = error.abs().max().item<double>();
+        const double relative_rms =
+            (error.pow(2).mean().sqrt() / reference->pow(2).mean().sqrt()).item<double>();
+        EXPECT_LT(max_error, kBfloatMaxError * scale) << what;
+        EXPECT_LT(relative_rms, kBfloatRelativeRms) << what;
+    };
+    auto whole = (*bfloat)->decode(codes);
+    ASSERT_TRUE(whole.has_value()) << whole.error().to_string();
+    expect_close(*whole, "whole");
+    CodecDecoder::DecodeState state = (*bfloat)->new_state(1);
+    std::vector<at::Tensor> pieces;
+    for (std::int64_t done = 0; done < frames;) {
+        const std::int64_t n = std::min<std::int64_t>(done == 0 ? 5 : 25, frames - done);
+        auto piece = (*bfloat)->decode_chunk(state, codes.narrow(2, done, n));
+        ASSERT_TRUE(piece.has_value()) << piece.error().to_string();
+        pieces.push_back(*piece);
+        done += n;
+    }
+    expect_close(at::cat(pieces, 1), "streamed in chunks of 5, 25, 10");
+    EXPECT_FALSE(
+        CodecDecoder::create(sizes_, lookup_of(weights_), {.dtype = at::kHalf}).has_value());
 }
 
 TEST_F(S2ProCodecTest, CodesPastTheirCodebookAreClampedAndBadShapesRefused) {

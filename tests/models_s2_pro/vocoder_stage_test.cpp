@@ -190,6 +190,25 @@ TEST(S2ProVocoderStageArgsTest, MissingCodecOrModelPathFails) {
     EXPECT_NE(preset.error().message.find("codec_preset"), std::string::npos);
 }
 
+// dtype: float32 (default) or bfloat16 (the codec's compute precision); anything else fails
+// naming the arg.
+TEST(S2ProVocoderStageArgsTest, DtypeIsFloat32OrBfloat16) {
+    auto stage_of = [](const std::string& dtype) {
+        return make_vocoder_stage(
+            pipeline::StageContext{.stage_name = "v",
+                                   .args = Map{{"load_format", Value("dummy")},
+                                               {"codec_preset", Value("tiny")},
+                                               {"dtype", Value(dtype)}},
+                                   .stream_sources = {"tts"}});
+    };
+    auto bfloat = stage_of("bfloat16");
+    EXPECT_TRUE(bfloat.has_value()) << bfloat.error().to_string();
+    auto half = stage_of("float16");
+    ASSERT_FALSE(half.has_value());
+    EXPECT_EQ(half.error().code, ErrorCode::invalid_argument);
+    EXPECT_NE(half.error().message.find("'dtype'"), std::string::npos);
+}
+
 // load_format dummy (benchmarks): no model_path, seeded weights of a preset's codec sizes; the
 // same seed gives the same audio, 2048 samples per frame.
 TEST(S2ProVocoderStageArgsTest, DummyWeightsNeedNoCheckpoint) {

@@ -31,7 +31,7 @@ Result<CodecDecoderWeights> load_decoder(const CodecSizes& s, const codec::Codec
         CodecConv up;
         OMNI_TRY(up.weight, loader.get(stage + ".0.conv.weight", {latent, latent, 2}));
         OMNI_TRY(up.bias, loader.get(stage + ".0.conv.bias", {latent}));
-        w.upsample.push_back(up);
+        w.upsample.push_back(codec::transposed_as_conv(up, 2));
         OMNI_TRY(CodecConvNeXt block,
                  loader.convnext(stage + ".1", latent, s.convnext_intermediate));
         w.upsample_convnext.push_back(std::move(block));
@@ -44,8 +44,9 @@ Result<CodecDecoderWeights> load_decoder(const CodecSizes& s, const codec::Codec
         CodecDecoderStage stage{
             .alpha = {}, .transposed = {}, .stride = s.decoder_rates[i], .units = {}};
         OMNI_TRY(stage.alpha, loader.get(block + "0.alpha", {1, channels, 1}));
-        OMNI_TRY(stage.transposed,
+        OMNI_TRY(CodecConv transposed,
                  loader.weight_normed(block + "1", {channels, next, 2 * stage.stride}, 1, true));
+        stage.transposed = codec::transposed_as_conv(transposed, stage.stride);
         for (int unit = 0; unit < 3; ++unit) {
             OMNI_TRY(
                 CodecResidualUnit residual,
@@ -63,20 +64,53 @@ Result<CodecDecoderWeights> load_decoder(const CodecSizes& s, const codec::Codec
     return w;
 }
 
+void convert(CodecConv& conv, at::ScalarType dtype) {
+    conv.weight = conv.weight.to(dtype);
+    conv.bias = conv.bias.to(dtype);
+}
+
+// Everything after the post_module to the compute dtype but the Snake alphas (read as float32
+// by the Snake kernel).
+void convert_decoder(CodecDecoderWeights& w, at::ScalarType dtype) {
+    if (dtype == at::kFloat) return;
+    for (CodecConv& conv : w.upsample) convert(conv, dtype);
+    for (CodecConvNeXt& block : w.upsample_convnext) {
+        convert(block.dwconv, dtype);
+        for (at::Tensor* tensor :
+             {&block.norm_weight, &block.norm_bias, &block.pw1_weight, &block.pw1_bias,
+              &block.pw2_weight, &block.pw2_bias, &block.gamma}) {
+            *tensor = tensor->to(dtype);
+        }
+    }
+    convert(w.first, dtype);
+    for (CodecDecoderStage& stage : w.stages) {
+        convert(stage.transposed, dtype);
+        for (CodecResidualUnit& unit : stage.units) {
+            convert(unit.conv1, dtype);
+            convert(unit.conv2, dtype);
+        }
+    }
+    convert(w.last, dtype);
+}
+
 }  // namespace
 
 Result<std::unique_ptr<CodecDecoder>> CodecDecoder::create(const CodecSizes& sizes,
                                                            const qwen3::WeightLookup& lookup,
-                                                           at::Device device) {
+                                                           CodecDecoderOptions options) {
     if (sizes.latent % kCodecHeadDim != 0 ||
         sizes.decoder_dim % (1 << sizes.decoder_rates.size()) != 0) {
         return fail(ErrorCode::invalid_argument,
                     "codec: the latent width must divide by 64 and the decoder's by 2 per stage");
     }
-    const codec::CodecLoader loader(lookup, device);
+    if (options.dtype != at::kFloat && options.dtype != at::kBFloat16) {
+        return fail(ErrorCode::invalid_argument, "codec: the decoder runs in float32 or bfloat16");
+    }
+    const codec::CodecLoader loader(lookup, options.device);
     try {
         OMNI_TRY(CodecDecoderWeights weights, load_decoder(sizes, loader));
-        return std::unique_ptr<CodecDecoder>(new CodecDecoder(sizes, std::move(weights), device));
+        convert_decoder(weights, options.dtype);
+        return std::unique_ptr<CodecDecoder>(new CodecDecoder(sizes, std::move(weights), options));
     } catch (const c10::Error& error) {
         return fail(ErrorCode::internal,
                     std::string("codec: cannot load: ") + error.what_without_backtrace());
@@ -84,15 +118,16 @@ Result<std::unique_ptr<CodecDecoder>> CodecDecoder::create(const CodecSizes& siz
 }
 
 Result<std::unique_ptr<CodecDecoder>> CodecDecoder::open(const std::filesystem::path& directory,
-                                                         at::Device device) {
+                                                         CodecDecoderOptions options) {
     OMNI_TRY(codec::CodecFile file, codec::open_codec_file(directory));
-    auto decoder = create(file.sizes, file.lookup, device);
+    auto decoder = create(file.sizes, file.lookup, options);
     if (!decoder) return fail(decoder.error().with_context(file.path));
     return decoder;
 }
 
-CodecDecoder::CodecDecoder(CodecSizes sizes, CodecDecoderWeights weights, at::Device device)
-    : sizes_(std::move(sizes)), weights_(std::move(weights)), device_(device) {}
+CodecDecoder::CodecDecoder(CodecSizes sizes, CodecDecoderWeights weights,
+                           CodecDecoderOptions options)
+    : sizes_(std::move(sizes)), weights_(std::move(weights)), options_(options) {}
 
 CodecDecoder::DecodeState CodecDecoder::new_state(std::int64_t batch) const {
     return DecodeState{.batch = batch, .frames = 0, .carry = {}, .keys = {}, .values = {}};
@@ -118,7 +153,7 @@ Result<at::Tensor> CodecDecoder::decode_chunk(DecodeState& state, const at::Tens
     }
     try {
         at::NoGradGuard no_grad;
-        return run(state, codes.to(device_, at::kLong));
+        return run(state, codes.to(options_.device, at::kLong));
     } catch (const c10::Error& error) {
         return fail(ErrorCode::internal, std::string("codec: ") + error.what_without_backtrace());
     }
@@ -145,21 +180,21 @@ at::Tensor CodecDecoder::run(DecodeState& state, const at::Tensor& codes) const 
         if (state.carry.size() <= carry) state.carry.resize(carry + 1);
         return state.carry[carry++];
     };
+    // From here on in the compute dtype (the first window converts the transformer's output).
     for (std::size_t i = 0; i < weights_.upsample.size(); ++i) {
-        x = codec::causal_transposed(x, weights_.upsample[i], 2, next_carry());
+        x = codec::causal_transposed(x, at::Tensor(), weights_.upsample[i], 2, next_carry());
         x = codec::convnext(x, weights_.upsample_convnext[i], next_carry());
     }
     x = codec::causal_conv(x, weights_.first, next_carry());
     for (const CodecDecoderStage& stage : weights_.stages) {
-        x = codec::causal_transposed(codec::snake(x, stage.alpha), stage.transposed, stage.stride,
-                                     next_carry());
+        x = codec::causal_transposed(x, stage.alpha, stage.transposed, stage.stride, next_carry());
         for (const CodecResidualUnit& unit : stage.units) {
             x = codec::residual_unit(x, unit, next_carry());
         }
     }
-    x = codec::causal_conv(codec::snake(x, weights_.final_alpha), weights_.last, next_carry());
+    x = codec::snake_conv(x, weights_.final_alpha, weights_.last, next_carry());
     state.frames += frames;
-    return at::tanh(x).squeeze(1).to(at::kCPU);
+    return x.tanh_().squeeze(1).to(at::kCPU, at::kFloat);
 }
 
 }  // namespace omnirt::models::s2_pro

@@ -15,8 +15,14 @@
 // transposed convolution, each transformer layer's keys and values of the last 127 frames and
 // the frame position). decode_chunk() over any split of the frames gives the samples of
 // decode() over all of them (the same arithmetic on the same values, up to float reassociation
-// in the kernels). Weight norms are folded once at load; float32 throughout (SGLang keeps the
-// codec in fp32, section 7.6).
+// in the kernels). Weight norms are folded once at load, transposed convolutions rewritten as
+// the kernel-2 convolutions they equal (codec_layers.h transposed_as_conv).
+//
+// Precision (CodecDecoderOptions::dtype): float32 (SGLang keeps the codec in fp32, section 7.6)
+// or bfloat16 (the fish-speech CLI's default): the upsampler and decoder weights and
+// activations in bfloat16 (oneDNN's convolutions use the CPU's AMX / AVX512-BF16 units; Snake
+// computes in float32 and rounds once); the VQ decode and the post_module transformer (3% of
+// the work) stay float32; the waveform is float32 either way.
 //
 // Thread safety: a CodecDecoder is immutable after create() (share it); each stream owns its
 // DecodeState and calls decode_chunk() from one thread at a time.
@@ -57,7 +63,7 @@ struct CodecResidualUnit {
 };
 struct CodecDecoderStage {
     at::Tensor alpha;
-    CodecConv transposed;  // weight [in, out, 2 * stride]
+    CodecConv transposed;  // transposed_as_conv: weight [out * stride, in, 2]
     std::int64_t stride = 0;
     std::vector<CodecResidualUnit> units;
 };
@@ -65,12 +71,18 @@ struct CodecDecoderWeights {
     std::vector<at::Tensor> codebooks;  // [entries, codebook_dim]
     std::vector<CodecConv> out_proj;    // [latent, codebook_dim, 1]
     CodecTransformer post;
-    std::vector<CodecConv> upsample;  // transposed [latent, latent, 2]
+    std::vector<CodecConv> upsample;  // transposed_as_conv of [latent, latent, 2], stride 2:
+                                      // weight [latent * 2, latent, 1]
     std::vector<CodecConvNeXt> upsample_convnext;
     CodecConv first;
     std::vector<CodecDecoderStage> stages;
     at::Tensor final_alpha;
     CodecConv last;
+};
+
+struct CodecDecoderOptions {
+    at::Device device = at::kCPU;
+    at::ScalarType dtype = at::kFloat;  // float32 or bfloat16 (see the top of this file)
 };
 
 class CodecDecoder {
@@ -79,22 +91,25 @@ class CodecDecoder {
     struct DecodeState {
         std::int64_t batch = 0;
         std::int64_t frames = 0;        // decoded so far (the next frame's position)
-        std::vector<at::Tensor> carry;  // per causal (transposed) convolution, in call order
+        std::vector<at::Tensor> carry;  // per causal convolution's window, in call order
         std::vector<at::Tensor> keys;   // per post_module layer [B, heads, <= window - 1, 64]
         std::vector<at::Tensor> values;
     };
 
     // Loads the decode side through `lookup` (codec.pth key names) with `sizes`
-    // (infer_codec_sizes). Errors name the tensor (not_found, invalid_argument for a shape).
+    // (infer_codec_sizes). Errors name the tensor (not_found, invalid_argument for a shape);
+    // invalid_argument for a dtype other than float32 or bfloat16.
     [[nodiscard]] static Result<std::unique_ptr<CodecDecoder>> create(
-        const CodecSizes& sizes, const qwen3::WeightLookup& lookup, at::Device device = at::kCPU);
+        const CodecSizes& sizes, const qwen3::WeightLookup& lookup,
+        CodecDecoderOptions options = {});
     // The codec of a checkpoint directory: codec.safetensors, else codec.pth (a torch.save
     // state dict; codec_layers.h open_codec_file). not_found when neither is there.
     [[nodiscard]] static Result<std::unique_ptr<CodecDecoder>> open(
-        const std::filesystem::path& directory, at::Device device = at::kCPU);
+        const std::filesystem::path& directory, CodecDecoderOptions options = {});
 
     [[nodiscard]] const CodecSizes& sizes() const { return sizes_; }
     [[nodiscard]] std::int64_t hop() const { return sizes_.hop(); }
+    [[nodiscard]] at::ScalarType dtype() const { return options_.dtype; }
 
     [[nodiscard]] DecodeState new_state(std::int64_t batch) const;
     // codes [B, num_codebooks, T] (any integer dtype, any device; values clamped to each
@@ -105,12 +120,12 @@ class CodecDecoder {
     [[nodiscard]] Result<at::Tensor> decode(const at::Tensor& codes) const;
 
   private:
-    CodecDecoder(CodecSizes sizes, CodecDecoderWeights weights, at::Device device);
+    CodecDecoder(CodecSizes sizes, CodecDecoderWeights weights, CodecDecoderOptions options);
     [[nodiscard]] at::Tensor run(DecodeState& state, const at::Tensor& codes) const;
 
     CodecSizes sizes_;
     CodecDecoderWeights weights_;
-    at::Device device_;
+    CodecDecoderOptions options_;
 };
 
 }  // namespace omnirt::models::s2_pro

@@ -1,13 +1,17 @@
 #include "models/s2_pro/codec_layers.h"
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <functional>
 
 #include "checkpoint/safetensors.h"
 #include "checkpoint/torch_checkpoint.h"
 #include "models/qwen3/layers.h"
+#include "models/s2_pro/codec_snake.h"
 #include "models/s2_pro/fish_layers.h"
 #include "torch_bridge/torch_tensor.h"
 
@@ -27,14 +31,98 @@ at::Tensor fold(const at::Tensor& g, const at::Tensor& v) {
     return (g * v / norm).contiguous();
 }
 
-// x with `context` samples of `carry` before it (zeros on the first call); carry becomes the
-// last `context` samples of that.
-at::Tensor with_context(const at::Tensor& x, std::int64_t context, at::Tensor& carry) {
-    if (context == 0) return x;
-    if (!carry.defined()) carry = at::zeros({x.size(0), x.size(1), context}, x.options());
-    const at::Tensor joined = at::cat({carry, x}, 2);
-    carry = joined.narrow(2, joined.size(2) - context, context).contiguous();
-    return joined;
+// The window [B, C, context + T] of a causal conv for an input of T samples: `carry` (zeros
+// before the first call), reallocated with its context kept when T changed. The caller writes
+// the input after the context.
+at::Tensor& window_for(const at::Tensor& x, std::int64_t context, at::ScalarType dtype,
+                       at::Tensor& carry) {
+    const std::int64_t width = context + x.size(2);
+    if (!carry.defined()) {
+        carry = at::zeros({x.size(0), x.size(1), width}, x.options().dtype(dtype));
+    } else if (carry.size(2) != width) {
+        at::Tensor resized = at::empty({x.size(0), x.size(1), width}, carry.options());
+        resized.narrow(2, 0, context).copy_(carry.narrow(2, 0, context));
+        carry = std::move(resized);
+    }
+    return carry;
+}
+
+// After a conv over `window`: its last `context` samples become the next call's context.
+void slide(at::Tensor& window, std::int64_t context) {
+    const std::int64_t width = window.size(2);
+    const std::int64_t frames = width - context;
+    if (frames == 0) return;
+    auto* base = static_cast<char*>(window.data_ptr());
+    const auto element = static_cast<std::int64_t>(window.element_size());
+    const std::int64_t rows = window.size(0) * window.size(1);
+    for (std::int64_t r = 0; r < rows; ++r) {
+        char* row = base + r * width * element;
+        std::memmove(row, row + frames * element, static_cast<std::size_t>(context * element));
+    }
+}
+
+at::Tensor run_conv(const at::Tensor& input, const CodecConv& conv) {
+    const std::int64_t stride = 1, padding = 0;
+    return at::conv1d(input, conv.weight, conv.bias, at::IntArrayRef(stride),
+                      at::IntArrayRef(padding), at::IntArrayRef(conv.dilation), conv.groups);
+}
+
+// frames [B, out * stride, T] -> [B, out, T * stride]: channel c * stride + j of frame t is
+// sample t * stride + j of channel c. One pass (a strided copy through ATen moves a few samples
+// per inner loop); Word is the element's size.
+template <typename Word>
+void interleave_rows(const Word* in, Word* out, std::int64_t rows, std::int64_t stride,
+                     std::int64_t length) {
+    const std::int64_t block = stride * length;
+    const std::int64_t grain = std::max<std::int64_t>(1, 32768 / std::max<std::int64_t>(block, 1));
+    at::parallel_for(0, rows, grain, [&](std::int64_t begin, std::int64_t end) {
+        for (std::int64_t r = begin; r < end; ++r) {
+            const Word* source = in + r * block;
+            Word* target = out + r * block;
+            for (std::int64_t t = 0; t < length; ++t) {
+                for (std::int64_t j = 0; j < stride; ++j) {
+                    target[t * stride + j] = source[j * length + t];
+                }
+            }
+        }
+    });
+}
+
+at::Tensor interleave(const at::Tensor& frames, std::int64_t stride) {
+    const at::Tensor in = frames.contiguous();
+    const std::int64_t batch = in.size(0), out = in.size(1) / stride, length = in.size(2);
+    at::Tensor result = at::empty({batch, out, length * stride}, in.options());
+    if (in.element_size() == 2) {
+        interleave_rows(static_cast<const std::uint16_t*>(in.data_ptr()),
+                        static_cast<std::uint16_t*>(result.data_ptr()), batch * out, stride,
+                        length);
+    } else {
+        OMNI_CHECK(in.element_size() == 4, "codec: float32 or bfloat16 activations only");
+        interleave_rows(static_cast<const std::uint32_t*>(in.data_ptr()),
+                        static_cast<std::uint32_t*>(result.data_ptr()), batch * out, stride,
+                        length);
+    }
+    return result;
+}
+
+std::int64_t context_of(const CodecConv& conv) { return (conv.weight.size(2) - 1) * conv.dilation; }
+
+// Snake of x [B, C, T] (contiguous) into out, rows of `out_stride` samples from `out_offset`.
+void snake_into(const at::Tensor& x, const at::Tensor& alpha, at::Tensor& out,
+                std::int64_t out_offset, std::int64_t out_stride) {
+    OMNI_CHECK(alpha.scalar_type() == at::kFloat && alpha.is_contiguous(),
+               "codec: Snake alphas must be contiguous float32");
+    const at::Tensor in = x.contiguous();
+    const std::int64_t rows = in.size(0) * in.size(1), length = in.size(2);
+    const float* a = alpha.data_ptr<float>();
+    if (in.scalar_type() == at::kBFloat16) {
+        snake_rows(in.data_ptr<c10::BFloat16>(), length, out.data_ptr<c10::BFloat16>() + out_offset,
+                   out_stride, rows, length, a, in.size(1));
+    } else {
+        OMNI_CHECK(in.scalar_type() == at::kFloat, "codec: Snake of float32 or bfloat16 only");
+        snake_rows(in.data_ptr<float>(), length, out.data_ptr<float>() + out_offset, out_stride,
+                   rows, length, a, in.size(1));
+    }
 }
 
 }  // namespace
@@ -177,25 +265,56 @@ Result<CodecFile> open_codec_file(const std::filesystem::path& directory) {
 }
 
 at::Tensor snake(const at::Tensor& x, const at::Tensor& alpha) {
-    return x + (alpha + 1e-9).reciprocal() * (alpha * x).sin().pow(2);
+    at::Tensor out = at::empty(x.sizes(), x.options().memory_format(at::MemoryFormat::Contiguous));
+    snake_into(x, alpha, out, 0, x.size(2));
+    return out;
 }
 
 at::Tensor causal_conv(const at::Tensor& x, const CodecConv& conv, at::Tensor& carry) {
-    const std::int64_t context = (conv.weight.size(2) - 1) * conv.dilation;
-    const std::int64_t stride = 1, padding = 0;
-    return at::conv1d(with_context(x, context, carry), conv.weight, conv.bias,
-                      at::IntArrayRef(stride), at::IntArrayRef(padding),
-                      at::IntArrayRef(conv.dilation), conv.groups);
+    const std::int64_t context = context_of(conv);
+    if (context == 0) return run_conv(x.to(conv.weight.scalar_type()), conv);
+    at::Tensor& window = window_for(x, context, conv.weight.scalar_type(), carry);
+    window.narrow(2, context, x.size(2)).copy_(x);
+    at::Tensor out = run_conv(window, conv);
+    slide(window, context);
+    return out;
 }
 
-at::Tensor causal_transposed(const at::Tensor& x, const CodecConv& conv, std::int64_t stride,
-                             at::Tensor& carry) {
-    const std::int64_t frames = x.size(2);
-    const at::Tensor joined = with_context(x, 1, carry);
-    const at::Tensor full =
-        at::conv_transpose1d(joined, conv.weight, conv.bias, at::IntArrayRef(stride));
-    // Output of the carried frame's own span comes first; the tail past the last frame is cut.
-    return full.narrow(2, stride, stride * frames);
+at::Tensor snake_conv(const at::Tensor& x, const at::Tensor& alpha, const CodecConv& conv,
+                      at::Tensor& carry) {
+    const std::int64_t context = context_of(conv);
+    if (context == 0) return run_conv(snake(x, alpha), conv);
+    at::Tensor& window = window_for(x, context, x.scalar_type(), carry);
+    snake_into(x, alpha, window, context, window.size(2));
+    at::Tensor out = run_conv(window, conv);
+    slide(window, context);
+    return out;
+}
+
+CodecConv transposed_as_conv(const CodecConv& transposed, std::int64_t stride) {
+    const std::int64_t in = transposed.weight.size(0), out = transposed.weight.size(1);
+    const std::int64_t taps = transposed.weight.size(2) / stride;
+    OMNI_CHECK(taps * stride == transposed.weight.size(2) && (taps == 1 || taps == 2),
+               "codec: a transposed conv's kernel must be its stride or twice it");
+    // Kernel index m * stride + j weighs frame t - m for sample j of frame t; conv tap
+    // taps - 1 - m reads frame t - m.
+    const at::Tensor weight = transposed.weight
+                                  .permute({1, 2, 0})  // [out, kernel, in]
+                                  .reshape({out, taps, stride, in})
+                                  .flip({1})
+                                  .permute({0, 2, 3, 1})  // [out, stride, in, taps]
+                                  .reshape({out * stride, in, taps});
+    return CodecConv{.weight = weight.contiguous(),
+                     .bias = transposed.bias.repeat_interleave(stride).contiguous(),
+                     .dilation = 1,
+                     .groups = 1};
+}
+
+at::Tensor causal_transposed(const at::Tensor& x, const at::Tensor& alpha, const CodecConv& conv,
+                             std::int64_t stride, at::Tensor& carry) {
+    const at::Tensor frames =
+        alpha.defined() ? snake_conv(x, alpha, conv, carry) : causal_conv(x, conv, carry);
+    return interleave(frames, stride);
 }
 
 at::Tensor causal_strided_conv(const at::Tensor& x, const CodecConv& conv, std::int64_t stride) {
@@ -219,9 +338,9 @@ at::Tensor convnext(const at::Tensor& x, const CodecConvNeXt& block, at::Tensor&
 }
 
 at::Tensor residual_unit(const at::Tensor& x, const CodecResidualUnit& unit, at::Tensor& carry) {
-    at::Tensor none;
-    const at::Tensor y = causal_conv(snake(x, unit.alpha1), unit.conv1, carry);
-    return x + causal_conv(snake(y, unit.alpha2), unit.conv2, none);
+    at::Tensor y = snake_conv(x, unit.alpha1, unit.conv1, carry);
+    snake_into(y, unit.alpha2, y, 0, y.size(2));  // in place: y is this call's own
+    return run_conv(y, unit.conv2).add_(x);
 }
 
 at::Tensor transformer(const at::Tensor& x, const CodecTransformer& module, std::int64_t first,

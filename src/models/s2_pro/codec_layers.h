@@ -1,8 +1,11 @@
 #pragma once
 // The building blocks of S2-Pro's codec (fact sheet section 7.2) as functions over at::Tensors,
-// channels-first [B, C, T], float32, each in a streaming form: `carry` holds what the block
-// needs of earlier calls (undefined on the first call = the zero left padding of the reference)
-// and is replaced by what the next call needs. Loading helpers fold weight norms.
+// channels-first [B, C, T], float32 or bfloat16 (the weights' dtype; Snake alphas and the
+// transformer stay float32), each in a streaming form: `carry` holds what the block needs of
+// earlier calls (undefined on the first call = the zero left padding of the reference) and is
+// kept for the next call. A causal convolution's carry is its input window [B, C, context + T]:
+// the next call writes its input after the context in place (Snake straight into it) instead of
+// concatenating, and only reallocates when T changes. Loading helpers fold weight norms.
 //
 // Thread safety: pure functions (they write only their `carry` arguments); any thread.
 #include <ATen/core/Tensor.h>
@@ -59,16 +62,30 @@ struct CodecFile {
 };
 [[nodiscard]] Result<CodecFile> open_codec_file(const std::filesystem::path& directory);
 
-// y = x + sin^2(alpha x) / (alpha + 1e-9).
+// y = x + sin^2(alpha x) / (alpha + 1e-9), alpha [1, C, 1] float32; x [B, C, T] float32 or
+// bfloat16 (computed in float32, rounded once). One pass, no libm (codec_snake.h).
 [[nodiscard]] at::Tensor snake(const at::Tensor& x, const at::Tensor& alpha);
 
-// Causal stride-1 conv: left context (k - 1) * dilation samples from `carry`.
+// Causal stride-1 conv: left context (k - 1) * dilation samples from the window in `carry`.
 [[nodiscard]] at::Tensor causal_conv(const at::Tensor& x, const CodecConv& conv, at::Tensor& carry);
 
-// Causal transposed conv (kernel 2 * stride): the previous input frame from `carry`; returns
-// stride * T samples.
-[[nodiscard]] at::Tensor causal_transposed(const at::Tensor& x, const CodecConv& conv,
-                                           std::int64_t stride, at::Tensor& carry);
+// causal_conv(snake(x, alpha), conv, carry), Snake written into the conv's window.
+[[nodiscard]] at::Tensor snake_conv(const at::Tensor& x, const at::Tensor& alpha,
+                                    const CodecConv& conv, at::Tensor& carry);
+
+// A causal transposed conv (weight [in, out, k], k = 2 * stride in the decoder, k = stride in
+// the upsampler; fact sheet 7.3) as the stride-1 conv of kernel k / stride it equals: output
+// channel c * stride + j at frame t is sample t * stride + j of channel c (with k = 2 * stride
+// tap 0 weighs frame t - 1, tap 1 frame t). oneDNN runs that as a plain convolution in either
+// dtype (libtorch 1.13's bfloat16 ConvTranspose1d on the CPU is wrong, code2wav.cpp).
+[[nodiscard]] CodecConv transposed_as_conv(const CodecConv& transposed, std::int64_t stride);
+
+// Causal transposed conv of `conv` = transposed_as_conv(...), on snake(x, alpha) when alpha is
+// defined: the previous input frame (if the kernel reads one) from `carry`; returns stride * T
+// samples.
+[[nodiscard]] at::Tensor causal_transposed(const at::Tensor& x, const at::Tensor& alpha,
+                                           const CodecConv& conv, std::int64_t stride,
+                                           at::Tensor& carry);
 
 // Causal strided conv, not streaming (reference encoding): left padding k - stride, right
 // padding up to a whole number of strides.
@@ -79,7 +96,7 @@ struct CodecFile {
 [[nodiscard]] at::Tensor convnext(const at::Tensor& x, const CodecConvNeXt& block,
                                   at::Tensor& carry);
 
-// Residual unit: x + conv1x1(snake(conv_k7_dilated(snake(x)))); two carries (the k1 conv needs
+// Residual unit: x + conv1x1(snake(conv_k7_dilated(snake(x)))); one carry (the k1 conv needs
 // none).
 [[nodiscard]] at::Tensor residual_unit(const at::Tensor& x, const CodecResidualUnit& unit,
                                        at::Tensor& carry);

@@ -97,6 +97,14 @@ Status decode_due(const VocoderSettings& settings, VocoderStream& stream, bool f
 Result<std::shared_ptr<const CodecDecoder>> open_codec(const pipeline::StageContext& context,
                                                        const std::string& who) {
     OMNI_TRY(std::string load_format, pipeline::string_arg(context, "load_format", "auto"));
+    OMNI_TRY(std::string dtype_name, pipeline::string_arg(context, "dtype", "float32"));
+    CodecDecoderOptions options;
+    if (dtype_name == "bfloat16") {
+        options.dtype = at::kBFloat16;
+    } else if (dtype_name != "float32") {
+        return fail(ErrorCode::invalid_argument,
+                    who + ": arg 'dtype' must be float32 or bfloat16, got '" + dtype_name + "'");
+    }
     if (load_format == "dummy") {
         OMNI_TRY(std::string preset, pipeline::string_arg(context, "codec_preset", "release"));
         OMNI_TRY(std::int64_t seed,
@@ -110,13 +118,15 @@ Result<std::shared_ptr<const CodecDecoder>> open_codec(const pipeline::StageCont
         }
         const auto dummy_seed = static_cast<std::uint64_t>(seed);
         auto decoder = CodecDecoder::create(
-            *sizes, [specs, dummy_seed](const std::string& name) -> Result<Tensor> {
+            *sizes,
+            [specs, dummy_seed](const std::string& name) -> Result<Tensor> {
                 auto it = specs->find(name);
                 if (it == specs->end()) {
                     return fail(ErrorCode::not_found, "no dummy codec tensor '" + name + "'");
                 }
                 return checkpoint::dummy_tensor(it->second, {.seed = dummy_seed});
-            });
+            },
+            options);
         if (!decoder) return fail(decoder.error().with_context(who));
         return std::shared_ptr<const CodecDecoder>(std::move(*decoder));
     }
@@ -128,7 +138,7 @@ Result<std::shared_ptr<const CodecDecoder>> open_codec(const pipeline::StageCont
     if (model_path.empty()) {
         return fail(ErrorCode::invalid_argument, who + ": arg 'model_path' is required");
     }
-    auto codec = CodecDecoder::open(std::filesystem::path(model_path));
+    auto codec = CodecDecoder::open(std::filesystem::path(model_path), options);
     if (!codec) return fail(codec.error().with_context(who));
     return std::shared_ptr<const CodecDecoder>(std::move(*codec));
 }

@@ -24,7 +24,8 @@
 // first_chunk_frames (5, as SGLang's stream_stride), chunk_frames (25), num_threads,
 // load_format (auto: the codec of model_path, codec.safetensors or codec.pth (codec_decoder.h);
 // dummy: seeded dummy weights of codec_preset's sizes, "release" by default, for benchmarks),
-// dummy_seed (0). float32 on the CPU.
+// dummy_seed (0), dtype ("float32" (default) or "bfloat16": the codec's compute precision,
+// codec_decoder.h; the audio is float32 either way). On the CPU.
 //
 // Threads: the scheduler's one worker decodes; the factory may run on any thread.
 #include <memory>
