@@ -124,7 +124,7 @@ while connection.recv_into(buffer):
 connection.sendall(b"x")
 PY
     local sink=$!
-    for _ in $(seq 1 100); do grep -q listening "$work/sink.txt" && break; sleep 0.05; done
+    for _ in $(seq 1 100); do grep -qs listening "$work/sink.txt" && break; sleep 0.05; done
     ip netns exec "$ns_head" python3 - "$payload" "$requests" << 'PY'
 import socket, sys, time
 size, count = int(sys.argv[1]), int(sys.argv[2])
@@ -177,8 +177,8 @@ for round in $(seq 1 "$rounds"); do
         failed=$(field "$work/$run.$round.json" failed)
         [ "$failed" = 0 ] || die "round $round, $run: $failed requests failed"
     done
-    two=$(field "$work/two.$round.json" requests_per_second)
-    one=$(field "$work/one.$round.json" requests_per_second)
+    two=$(field "$work/two.$round.json" requests_per_second | awk '{ printf "%.1f", $1 }')
+    one=$(field "$work/one.$round.json" requests_per_second | awk '{ printf "%.1f", $1 }')
     link=$(link_ceiling)
     ratio=$(awk -v a="$two" -v b="$one" 'BEGIN { printf "%.3f", a / b }')
     of_link=$(awk -v a="$two" -v l="$link" -v c="$crossings" \
