@@ -103,7 +103,11 @@ class ClosedLoop {
 std::string pipeline_bench_config(const PipelineBenchOptions& options) {
     std::ostringstream out;
     out << "name: bench-pipeline\nmodel_path: none\nrelay_backend: " << options.relay_backend
-        << "\nstages:\n";
+        << "\n";
+    if (!options.stage_nodes.empty()) {
+        out << "endpoints: {scheme: tcp, base_port: " << options.base_port << "}\n";
+    }
+    out << "stages:\n";
     const std::string inline_arg = options.inline_compute ? "inline_compute: true" : "";
     for (int i = 0; i < options.stages; ++i) {
         out << "  - name: s" << i << "\n";
@@ -127,6 +131,9 @@ std::string pipeline_bench_config(const PipelineBenchOptions& options) {
             }
             if (options.replicas > 1) out << "    replicas: " << options.replicas << "\n";
         }
+        if (!options.stage_nodes.empty()) {
+            out << "    node: " << options.stage_nodes.at(static_cast<std::size_t>(i)) << "\n";
+        }
         if (i + 1 == options.stages) {
             out << "    terminal: true\n";
         } else {
@@ -136,7 +143,46 @@ std::string pipeline_bench_config(const PipelineBenchOptions& options) {
     return out.str();
 }
 
-Result<PipelineBenchReport> run_pipeline_bench(const PipelineBenchOptions& options) {
+namespace {
+
+Status check_nodes(const PipelineBenchOptions& options, const PipelineBenchNodes* nodes) {
+    if (options.stage_nodes.empty()) {
+        if (nodes != nullptr) {
+            return fail(ErrorCode::invalid_argument, "several nodes need --stage-nodes");
+        }
+        return ok_status();
+    }
+    if (nodes == nullptr || nodes->hub == nullptr || nodes->addresses.size() < 2) {
+        return fail(ErrorCode::invalid_argument,
+                    "--stage-nodes needs --nnodes 2 or more (and the other ranks joined)");
+    }
+    if (options.stage_nodes.size() != static_cast<std::size_t>(options.stages)) {
+        return fail(ErrorCode::invalid_argument,
+                    "--stage-nodes has " + std::to_string(options.stage_nodes.size()) +
+                        " entries for " + std::to_string(options.stages) +
+                        " stages (one node rank per stage)");
+    }
+    for (int node : options.stage_nodes) {
+        if (node < 0 || static_cast<std::size_t>(node) >= nodes->addresses.size()) {
+            return fail(ErrorCode::invalid_argument,
+                        "--stage-nodes: node " + std::to_string(node) + " is outside 0.." +
+                            std::to_string(nodes->addresses.size() - 1) + " (--nnodes)");
+        }
+    }
+    if (options.same_process) {
+        return fail(ErrorCode::invalid_argument,
+                    "--stage-nodes places stages in separate processes (not --same-process)");
+    }
+    if (options.base_port < 1 || options.base_port > 65535) {
+        return fail(ErrorCode::invalid_argument, "--base-port must be in 1..65535");
+    }
+    return ok_status();
+}
+
+}  // namespace
+
+Result<PipelineBenchReport> run_pipeline_bench(const PipelineBenchOptions& options,
+                                               const PipelineBenchNodes* nodes) {
     if (options.stages < 2) return fail(ErrorCode::invalid_argument, "--stages must be at least 2");
     if (options.concurrency < 1 || options.requests < 1) {
         return fail(ErrorCode::invalid_argument, "--concurrency and --requests must be positive");
@@ -151,14 +197,23 @@ Result<PipelineBenchReport> run_pipeline_bench(const PipelineBenchOptions& optio
                     "--replicas needs the stages in separate processes (not --same-process)");
     }
     if (options.stage_ms < 0) return fail(ErrorCode::invalid_argument, "--stage-ms must be >= 0");
+    OMNI_RETURN_IF_ERROR(check_nodes(options, nodes));
     // The bench pipeline is made of test stages: it opts in for itself and its stage processes.
     OMNI_RETURN_IF_ERROR(runner::enable_test_stages());
     OMNI_RETURN_IF_ERROR(runner::register_builtins());
     OMNI_TRY(config::PipelineConfig config,
              config::load_pipeline_text(pipeline_bench_config(options), "<bench pipeline>"));
-    OMNI_TRY(auto pipeline,
-             runner::Pipeline::start(config, {.placement = runner::Placement::processes,
-                                              .binary = options.omnirt_binary}));
+    runner::PipelineOptions pipeline_options{.placement = runner::Placement::processes,
+                                             .binary = options.omnirt_binary};
+    if (nodes != nullptr) {
+        runner::NodeHub* hub = nodes->hub;
+        pipeline_options.node_addresses = nodes->addresses;
+        pipeline_options.on_coordinator_started = [hub](auto plan, pipeline::Coordinator& c) {
+            return hub->serve_plan(std::move(plan), c);
+        };
+        pipeline_options.before_stop = [hub] { hub->stop(std::chrono::seconds(10)); };
+    }
+    OMNI_TRY(auto pipeline, runner::Pipeline::start(config, std::move(pipeline_options)));
     int warmup = options.warmup >= 0 ? options.warmup : std::min(options.requests / 10, 1000);
     warmup = std::min(warmup, options.requests - 1);
     ClosedLoop loop(*pipeline, options, warmup);
@@ -182,16 +237,23 @@ Result<PipelineBenchReport> run_pipeline_bench(const PipelineBenchOptions& optio
 
 std::string format_pipeline_table(const PipelineBenchReport& report) {
     const auto& o = report.options;
-    char line[512];
+    std::string placement;
+    if (!o.stage_nodes.empty()) {
+        placement = ", stage nodes";
+        for (std::size_t i = 0; i < o.stage_nodes.size(); ++i) {
+            placement += (i == 0 ? " " : ",") + std::to_string(o.stage_nodes[i]);
+        }
+    }
+    char line[640];
     std::snprintf(line, sizeof line,
                   "pipeline bench: %d stages (%s), payload %zu B, concurrency %d, relay %s, "
-                  "middle stages: %s %d ms, %d replica(s)\n"
+                  "middle stages: %s %d ms, %d replica(s)%s\n"
                   "%9s %7s %9s %9s %9s %12s\n%9d %7d %9.3f %9.3f %9.3f %12.0f\n",
                   o.stages, o.same_process ? "one process" : "separate processes", o.payload_bytes,
                   o.concurrency, o.relay_backend.c_str(), o.stage_ms > 0 ? "sleep" : "identity",
-                  o.stage_ms, o.replicas, "requests", "failed", "p50 ms", "p99 ms", "mean ms",
-                  "requests/s", report.measured, report.failed, report.p50_ms, report.p99_ms,
-                  report.mean_ms, report.requests_per_second);
+                  o.stage_ms, o.replicas, placement.c_str(), "requests", "failed", "p50 ms",
+                  "p99 ms", "mean ms", "requests/s", report.measured, report.failed, report.p50_ms,
+                  report.p99_ms, report.mean_ms, report.requests_per_second);
     return line;
 }
 
@@ -205,6 +267,7 @@ std::string pipeline_report_json(const PipelineBenchReport& report) {
                            {"relay_backend", o.relay_backend},
                            {"replicas", o.replicas},
                            {"stage_ms", o.stage_ms},
+                           {"stage_nodes", o.stage_nodes},
                            {"measured", report.measured},
                            {"failed", report.failed},
                            {"p50_ms", report.p50_ms},

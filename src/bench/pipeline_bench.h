@@ -8,10 +8,18 @@
 // --warmup requests are not measured. --stage-ms makes the middle stages take that long per
 // request with one worker each, --replicas runs each middle stage as that many processes (the
 // scaling of a stage whose capacity is its replicas).
+//
+// Several nodes (docs/multi_node.md): with --stage-nodes, each stage runs on the node rank the
+// list gives; this process is node 0 (the coordinator and the closed loop) and the other ranks
+// are `omnirt serve --nnodes N --node-rank R` processes that joined a runner::NodeHub the caller
+// created (cli/bench_pipeline_command.cpp). bench/multi_node_throughput.sh runs it across two
+// network namespaces next to the one-host run of the same pipeline.
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/error.h"
+#include "runner/node_hub.h"
 
 namespace omnirt::bench {
 
@@ -31,6 +39,17 @@ struct PipelineBenchOptions {
     // request (a stage of bounded capacity, like a model that serves one request at a time).
     int stage_ms = 0;
     std::string omnirt_binary;  // for the stage processes; empty: this executable
+    // Several nodes: the node rank of each stage (one entry per stage); empty: one node.
+    std::vector<int> stage_nodes;
+    // Several nodes: the first endpoint port on each node (config endpoints.base_port).
+    int base_port = 17000;
+};
+
+// Several nodes: the head's hub, every rank joined (NodeHub::wait_for_nodes), and the nodes'
+// addresses by rank. The bench hands the hub the plan and stops it when it ends.
+struct PipelineBenchNodes {
+    runner::NodeHub* hub = nullptr;
+    std::vector<std::string> addresses;
 };
 
 struct PipelineBenchReport {
@@ -46,7 +65,9 @@ struct PipelineBenchReport {
 
 // The pipeline config the bench runs (YAML), for the docs and for tests.
 [[nodiscard]] std::string pipeline_bench_config(const PipelineBenchOptions& options);
-[[nodiscard]] Result<PipelineBenchReport> run_pipeline_bench(const PipelineBenchOptions& options);
+// `nodes` is required (and only allowed) with options.stage_nodes.
+[[nodiscard]] Result<PipelineBenchReport> run_pipeline_bench(
+    const PipelineBenchOptions& options, const PipelineBenchNodes* nodes = nullptr);
 [[nodiscard]] std::string format_pipeline_table(const PipelineBenchReport& report);
 [[nodiscard]] std::string pipeline_report_json(const PipelineBenchReport& report);
 

@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "bench/pipeline_bench.h"
+#include "cli/serve_nodes.h"
 
 namespace omnirt::cli {
 
@@ -32,9 +33,40 @@ void add_bench_pipeline_command(CLI::App& bench, int& exit_code) {
                         "Middle stages sleep this long per request with one worker (default 0: "
                         "identity)");
     command->add_option("--json", *json_path, "Also write the report as JSON to this file");
-    command->callback([options, json_path, &exit_code] {
+    // Several nodes (docs/multi_node.md): this process is node 0; the other ranks run
+    // `omnirt serve --nnodes N --node-rank R --dist-init-addr ...`.
+    auto nodes = std::make_shared<NodeFlags>();
+    command
+        ->add_option("--stage-nodes", options->stage_nodes,
+                     "Node rank of each stage, comma-separated (one per stage; needs "
+                     "--nnodes 2 or more)")
+        ->delimiter(',');
+    command
+        ->add_option("--nnodes", nodes->nnodes,
+                     "Nodes the pipeline spans (default 1); this process is node 0")
+        ->check(CLI::Range(1, 1024));
+    command->add_option("--dist-init-addr", nodes->dist_init_addr,
+                        "HOST:PORT where the other ranks join this one (it listens on PORT)");
+    command->add_option("--node-addr", nodes->node_addr,
+                        "This node's IP address (its stages listen there)");
+    command
+        ->add_option("--node-join-timeout", nodes->join_timeout_s,
+                     "Seconds to wait for the other ranks (default 300)")
+        ->check(CLI::PositiveNumber);
+    command
+        ->add_option("--base-port", options->base_port,
+                     "Several nodes: first endpoint port on each node (default 17000)")
+        ->check(CLI::Range(1, 65535));
+    command->callback([options, json_path, nodes, &exit_code] {
         spdlog::set_level(spdlog::level::warn);
-        auto report = bench::run_pipeline_bench(*options);
+        auto report = [&]() -> Result<bench::PipelineBenchReport> {
+            if (!nodes->several()) return bench::run_pipeline_bench(*options);
+            OMNI_RETURN_IF_ERROR(check_node_flags(*nodes));
+            OMNI_TRY(StartedHub head, start_head(*nodes, {}));
+            bench::PipelineBenchNodes placed{.hub = head.hub.get(),
+                                             .addresses = head.node_addresses};
+            return bench::run_pipeline_bench(*options, &placed);
+        }();
         if (!report) {
             std::cerr << "omnirt bench pipeline: " << report.error().to_string() << "\n";
             exit_code = 1;

@@ -26,7 +26,10 @@ std::vector<std::string> node_addresses_for(const ConfigOptions& options,
                                             const config::PipelineConfig& config) {
     if (!options.node_addresses.empty()) return options.node_addresses;
     int highest = 0;
-    for (const auto& stage : config.stages) highest = std::max(highest, stage.node.value_or(0));
+    for (const auto& stage : config.stages) {
+        highest = std::max(highest, stage.node.value_or(0));
+        for (int rank : stage.replica_nodes) highest = std::max(highest, rank);
+    }
     std::vector<std::string> out;
     if (highest == 0) return out;
     for (int rank = 0; rank <= highest; ++rank) out.push_back("node" + std::to_string(rank));

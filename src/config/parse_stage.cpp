@@ -57,6 +57,45 @@ void read_gpu(FieldReader& reader, StageConfig& stage) {
     if (auto id = read_id(*value, "gpu")) stage.gpu = {*id};
 }
 
+// `node: R` (every process of the stage on rank R) or `node: [R0, R1, ...]` (replica k on Rk;
+// validation checks the count against `replicas`).
+void read_node(FieldReader& reader, StageConfig& stage) {
+    const ConfigNode* value = reader.find("node");
+    if (value == nullptr || scalar_type(*value) == ScalarType::null) return;
+    auto read_rank = [&](const ConfigNode& node, std::string_view key) -> std::optional<int> {
+        if (!node.is_scalar() || scalar_type(node) != ScalarType::integer) {
+            reader.wrong_type(node, key,
+                              key == "node" ? "an integer or a list of integers" : "an integer");
+            return std::nullopt;
+        }
+        auto converted = to_value(node);
+        if (!converted) {
+            reader.report(node.location, key, converted.error().message);
+            return std::nullopt;
+        }
+        return narrow_to_int(reader, node, key, converted->as_int());
+    };
+    if (!value->is_sequence()) {
+        stage.node = read_rank(*value, "node");
+        return;
+    }
+    std::vector<int> ranks;
+    for (std::size_t i = 0; i < value->items.size(); ++i) {
+        std::string key = "node[" + std::to_string(i) + "]";
+        reader.locations()[key] = value->items[i].location;
+        auto rank = read_rank(value->items[i], key);
+        if (!rank) return;
+        ranks.push_back(*rank);
+    }
+    if (ranks.empty()) {
+        reader.report(value->location, "node",
+                      "node: [] names no node; give one node rank, or one per replica");
+        return;
+    }
+    stage.node = ranks.front();
+    stage.replica_nodes = std::move(ranks);
+}
+
 std::optional<RelayConfig> read_relay(FieldReader& stage_reader, StageConfig& stage) {
     const ConfigNode* value = stage_reader.find("relay");
     if (value == nullptr || value->is_null()) return std::nullopt;
@@ -153,11 +192,7 @@ StageConfig parse_stage(const ConfigNode& node, std::size_t index,
             stage.replicas = *narrowed;
         }
     }
-    if (auto node_rank = reader.integer("node")) {
-        if (auto narrowed = narrow_to_int(reader, *node.find("node"), "node", *node_rank)) {
-            stage.node = *narrowed;
-        }
-    }
+    read_node(reader, stage);
     return stage;
 }
 

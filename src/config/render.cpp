@@ -1,5 +1,6 @@
 #include "config/render.h"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -161,7 +162,15 @@ std::string render_text(const RuntimePlan& plan) {
         out << "    process " << join(s.processes) << ", " << gpu_text(s.gpu);
         if (s.tp_size > 1) out << ", tp " << s.tp_size;
         if (s.replicas > 1) out << ", " << s.replicas << " replicas";
-        if (!plan.node_addresses.empty()) out << ", node " << s.node;
+        if (!plan.node_addresses.empty()) {
+            std::vector<std::string> nodes;
+            for (int k = 0; k < std::max(s.replicas, 1); ++k) {
+                nodes.push_back(std::to_string(replica_node(plan, s, k)));
+            }
+            const bool spread = std::any_of(nodes.begin(), nodes.end(),
+                                            [&](const auto& n) { return n != nodes.front(); });
+            out << (spread ? ", nodes " + join(nodes) : ", node " + nodes.front());
+        }
         out << "\n    endpoint " << (s.replicas > 1 ? join(s.replica_endpoints) : s.endpoint)
             << "\n";
         out << "    relay " << s.relay.backend << " on " << s.relay.device << ", slot "

@@ -62,7 +62,8 @@ struct Edge {
     bool same_process = false;  // LOCAL_OBJECT dispatch possible
     bool same_gpu = false;      // different processes on the same primary GPU (stream IPC path)
     // What carries it: "local" (same-process dispatch), else the relay backend: the pipeline's
-    // relay_backend between processes of one node, remote_relay_backend between nodes.
+    // relay_backend between processes of one node, remote_relay_backend between nodes, and
+    // "{relay_backend}+{remote_relay_backend}" when replicas on several nodes make it both.
     std::string tier;
 };
 
@@ -91,7 +92,7 @@ struct StagePlan {
     std::optional<std::string> stream_done_to_fn;
     std::map<std::string, std::string> project_payload;
     double fan_in_timeout_s = kDefaultFanInTimeoutS;
-    int node = 0;  // the node rank that runs its processes
+    int node = 0;  // the node rank that runs its processes (replica 0's: replica_node())
 
     // Derived from next / stream_to and placement.
     std::vector<std::string> local_targets;            // next targets in the same process
@@ -134,6 +135,12 @@ struct RuntimePlan {
     // coordinator waits for at start.
     [[nodiscard]] std::size_t stage_instances() const;
 };
+
+// Replica `replica` (0..replicas-1) of `stage`: the node its process runs on, and its process's
+// relay rank (what a put to that replica names). For a stage without replicas, the stage's.
+[[nodiscard]] int replica_node(const RuntimePlan& plan, const StagePlan& stage, int replica);
+[[nodiscard]] std::int64_t replica_relay_rank(const RuntimePlan& plan, const StagePlan& stage,
+                                              int replica);
 
 // How a stage running in `process` names itself to the coordinator (heartbeats, supervision):
 // the stage name, or replica_name(stage, k) in replica k of a replicated process group.

@@ -135,6 +135,20 @@ std::size_t RuntimePlan::stage_instances() const {
     return count;
 }
 
+int replica_node(const RuntimePlan& plan, const StagePlan& stage, int replica) {
+    if (stage.replicas < 2) return stage.node;
+    const ProcessPlan* process =
+        plan.find_process(stage.processes.at(static_cast<std::size_t>(replica)));
+    return process != nullptr ? process->node : stage.node;
+}
+
+std::int64_t replica_relay_rank(const RuntimePlan& plan, const StagePlan& stage, int replica) {
+    if (stage.replicas < 2) return stage.relay.rank;
+    const ProcessPlan* process =
+        plan.find_process(stage.processes.at(static_cast<std::size_t>(replica)));
+    return process != nullptr ? process->relay_rank : stage.relay.rank;
+}
+
 std::string stage_instance(const std::string& stage, const ProcessPlan& process) {
     return process.replicas > 1 ? replica_name(stage, process.replica) : stage;
 }
@@ -166,13 +180,16 @@ Result<RuntimePlan> prepare_runtime(const PipelineConfig& config, const PrepOpti
     const bool multi_node = options.node_addresses.size() > 1;
     const std::size_t nodes = std::max<std::size_t>(options.node_addresses.size(), 1);
     for (const StageConfig& stage : config.stages) {
-        if (static_cast<std::size_t>(stage.node.value_or(0)) >= nodes) {
-            return fail(ErrorCode::invalid_argument,
-                        "stage '" + stage.name + "' is placed on node " +
-                            std::to_string(*stage.node) + ", but the pipeline runs on " +
-                            std::to_string(nodes) + (nodes == 1 ? " node" : " nodes") +
-                            " (serve it with --nnodes " + std::to_string(*stage.node + 1) +
-                            " or more)");
+        for (int k = 0; k < std::max(stage.replicas, 1); ++k) {
+            const int node = stage.node_of_replica(k);
+            if (static_cast<std::size_t>(node) < nodes) continue;
+            return fail(
+                ErrorCode::invalid_argument,
+                "stage '" + stage.name + "' is placed on node " + std::to_string(node) +
+                    (stage.replica_nodes.empty() ? "" : " (replica " + std::to_string(k) + ")") +
+                    ", but the pipeline runs on " + std::to_string(nodes) +
+                    (nodes == 1 ? " node" : " nodes") + " (serve it with --nnodes " +
+                    std::to_string(node + 1) + " or more)");
         }
     }
     if (multi_node) {
@@ -241,7 +258,7 @@ Result<RuntimePlan> prepare_runtime(const PipelineConfig& config, const PrepOpti
             for (int k = 0; k < stage.replicas; ++k) {
                 ProcessPlan& process =
                     process_index(stage.replicas > 1 ? replica_name(name, k) : name);
-                process.node = node;
+                process.node = multi_node ? stage.node_of_replica(k) : 0;
                 process.stages.push_back(stage.name);
                 if (stage.on_gpu()) process.gpu = stage.gpu.front();
                 process.replica = k;
@@ -254,7 +271,7 @@ Result<RuntimePlan> prepare_runtime(const PipelineConfig& config, const PrepOpti
     }
 
     // Replica endpoints after every other stage endpoint, so replicas move no port (each on
-    // its stage's node: the replicas of a stage run where the stage is placed).
+    // its replica's node: `node: [...]` spreads a stage's replicas over nodes).
     for (std::size_t i = 0; i < plan.stages.size(); ++i) {
         StagePlan& sp = plan.stages[i];
         if (sp.replicas < 2) continue;
@@ -262,7 +279,8 @@ Result<RuntimePlan> prepare_runtime(const PipelineConfig& config, const PrepOpti
         for (int k = 1; k < sp.replicas; ++k) {
             OMNI_TRY(std::string endpoint,
                      endpoints.socket("stage-" + replica_name(sp.name, k),
-                                      "s" + std::to_string(i) + "r" + std::to_string(k), sp.node));
+                                      "s" + std::to_string(i) + "r" + std::to_string(k),
+                                      replica_node(plan, sp, k)));
             sp.replica_endpoints.push_back(std::move(endpoint));
         }
     }
@@ -318,11 +336,22 @@ Result<RuntimePlan> prepare_runtime(const PipelineConfig& config, const PrepOpti
                 Edge edge{.from = from.name, .to = target, .kind = kind};
                 edge.same_process =
                     from.tp_size == 1 && to->tp_size == 1 && from.process == to->process;
-                const bool same_node = from.node == to->node;
+                // Replicas may sit on several nodes: the edge is remote, local, or both (per
+                // pair of replicas).
+                bool same_node_pairs = false;
+                bool cross_node_pairs = false;
+                for (int a = 0; a < std::max(from.replicas, 1); ++a) {
+                    for (int b = 0; b < std::max(to->replicas, 1); ++b) {
+                        const bool same = replica_node(plan, from, a) == replica_node(plan, *to, b);
+                        (same ? same_node_pairs : cross_node_pairs) = true;
+                    }
+                }
+                const bool same_node = !cross_node_pairs;
                 edge.same_gpu = !edge.same_process && same_node && !from.gpu.empty() &&
                                 !to->gpu.empty() && from.gpu.front() == to->gpu.front();
                 edge.tier = edge.same_process ? "local"
                             : same_node       ? plan.relay_backend
+                            : same_node_pairs ? plan.relay_backend + "+" + plan.remote_relay_backend
                                               : plan.remote_relay_backend;
                 if (kind == EdgeKind::normal) {
                     if (edge.same_process) from.local_targets.push_back(target);

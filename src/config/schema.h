@@ -68,7 +68,10 @@ struct StageConfig {
     int replicas = 1;
     // The node (rank, 0..nnodes-1) whose `omnirt serve --node-rank` runs the stage's process
     // group (every rank of a TP stage); unset: node 0. Several nodes: docs/multi_node.md.
+    // `node: [a, b, ...]` places the replicas one by one (replica k on the k-th rank, one entry
+    // per replica); `node` is then the first entry (replica 0's node).
     std::optional<int> node;
+    std::vector<int> replica_nodes;  // empty: every replica on `node`
 
     // Where the stage and each of its fields were written ("next" -> location).
     SourceLocation location;
@@ -76,6 +79,12 @@ struct StageConfig {
 
     [[nodiscard]] bool on_gpu() const { return !gpu.empty(); }
     [[nodiscard]] bool is_tp() const { return tp_size > 1; }
+    // The node of replica `replica` (0 when `node` is unset); `replica` below replica_nodes'
+    // size when the list is given.
+    [[nodiscard]] int node_of_replica(int replica) const {
+        return replica_nodes.empty() ? node.value_or(0)
+                                     : replica_nodes.at(static_cast<std::size_t>(replica));
+    }
     // The location of `field`, or of the stage when the field was not written.
     [[nodiscard]] const SourceLocation& location_of(const std::string& field) const;
 };

@@ -66,8 +66,9 @@ Result<std::unique_ptr<InputHandler>> make_input_handler(const config::StagePlan
 
 // `name` tells the relays of one process apart (its shared memory segments): the stage, or
 // the replica ("{stage}.r{k}") when one process hosts several replicas (in-process placement).
+// `replica` is the one this relay serves: its node decides which peers are remote.
 Result<std::unique_ptr<relay::Relay>> make_relay(const config::RuntimePlan& plan,
-                                                 const config::StagePlan& stage,
+                                                 const config::StagePlan& stage, int replica,
                                                  const std::string& name) {
     OMNI_TRY(Device device, parse_device(stage.relay.device.empty() ? "cpu" : stage.relay.device));
     if (!(stage.relay.slot_size_mb > 0) || !std::isfinite(stage.relay.slot_size_mb)) {
@@ -89,7 +90,9 @@ Result<std::unique_ptr<relay::Relay>> make_relay(const config::RuntimePlan& plan
     if (plan.remote_relay_backend.empty() || plan.remote_relay_backend == options.backend) {
         return local;
     }
-    // Several nodes: edges to and from stages on other nodes go through the remote backend.
+    // Several nodes: edges to and from stages (replicas) on other nodes go through the remote
+    // backend.
+    const int own_node = config::replica_node(plan, stage, replica);
     std::set<std::int64_t> remote_ranks;
     bool remote_edges = false;
     bool local_sends = false;
@@ -99,10 +102,12 @@ Result<std::unique_ptr<relay::Relay>> make_relay(const config::RuntimePlan& plan
         const config::StagePlan* peer =
             plan.find_stage(edge.from == stage.name ? edge.to : edge.from);
         if (peer == nullptr || edge.tier == "local") continue;
-        const bool remote = peer->node != stage.node;
-        remote_edges = remote_edges || remote;
-        if (remote) remote_ranks.insert(peer->relay.rank);
-        if (edge.from == stage.name) (remote ? remote_sends : local_sends) = true;
+        for (int k = 0; k < std::max(peer->replicas, 1); ++k) {
+            const bool remote = config::replica_node(plan, *peer, k) != own_node;
+            remote_edges = remote_edges || remote;
+            if (remote) remote_ranks.insert(config::replica_relay_rank(plan, *peer, k));
+            if (edge.from == stage.name) (remote ? remote_sends : local_sends) = true;
+        }
     }
     if (!remote_edges) return local;
     relay::RelayOptions remote_options = options;
@@ -152,7 +157,11 @@ Result<std::unique_ptr<Stage>> Stage::create(StageOptions options,
     state->stream_to = {plan->stream_to.begin(), plan->stream_to.end()};
     for (const auto& other : options.plan->stages) {
         state->endpoints.emplace(other.name, other.endpoint);
-        state->ranks.emplace(other.name, other.relay.rank);
+        std::vector<std::int64_t> other_ranks;
+        for (int k = 0; k < std::max(other.replicas, 1); ++k) {
+            other_ranks.push_back(config::replica_relay_rank(*options.plan, other, k));
+        }
+        state->ranks.emplace(other.name, std::move(other_ranks));
         const bool target =
             state->next.contains(other.name) || state->stream_to.contains(other.name);
         if (other.replicas > 1) state->carries_routes = true;
@@ -167,7 +176,7 @@ Result<std::unique_ptr<Stage>> Stage::create(StageOptions options,
     }
     state->instance =
         plan->replicas > 1 ? config::replica_name(plan->name, options.replica) : plan->name;
-    auto relay = make_relay(*options.plan, *plan, state->instance);
+    auto relay = make_relay(*options.plan, *plan, options.replica, state->instance);
     if (!relay) return context(relay.error().with_context("creating the relay"));
     state->relay = std::move(*relay);
     state->options = std::move(options);
@@ -329,24 +338,27 @@ void Stage::State::send_stream_signal(const std::string& target, const std::stri
         if (options.local->send_stream_signal(target, name, request_id, done, error)) return;
         local_dispatches.fetch_sub(1);
     }
-    auto endpoint = endpoint_of(target, request_id);
-    if (!endpoint) {
+    auto destination = destination_of(target, request_id);
+    if (!destination) {
         // Only an abort can take a request's routes away meanwhile; it reaches the target too.
         spdlog::warn("stage '{}': no stream signal for request '{}': {}", name, request_id,
-                     endpoint.error().message);
+                     destination.error().message);
         return;
     }
-    send(*endpoint, proto::DataReadyMessage{.request_id = request_id,
-                                            .from_stage = name,
-                                            .to_stage = target,
-                                            .is_done = done,
-                                            .error = std::move(error)});
+    send(destination->endpoint, proto::DataReadyMessage{.request_id = request_id,
+                                                        .from_stage = name,
+                                                        .to_stage = target,
+                                                        .is_done = done,
+                                                        .error = std::move(error)});
 }
 
-Result<std::string> Stage::State::endpoint_of(const std::string& target,
-                                              const std::string& request_id) const {
+Result<Stage::State::Destination> Stage::State::destination_of(
+    const std::string& target, const std::string& request_id) const {
+    const std::vector<std::int64_t>& target_ranks = ranks.at(target);
     auto replicas = replica_endpoints.find(target);
-    if (replicas == replica_endpoints.end()) return endpoints.at(target);
+    if (replicas == replica_endpoints.end()) {
+        return Destination{.endpoint = endpoints.at(target), .rank = target_ranks.front()};
+    }
     std::lock_guard lock(book_mutex);
     auto routes = book.routes.find(request_id);
     auto route = routes != book.routes.end() ? routes->second.find(target)
@@ -363,7 +375,9 @@ Result<std::string> Stage::State::endpoint_of(const std::string& target,
                                                      std::to_string(replicas->second.size()) +
                                                      " replicas)");
     }
-    return replicas->second[static_cast<std::size_t>(route->second)];
+    const auto replica = static_cast<std::size_t>(route->second);
+    return Destination{.endpoint = replicas->second[replica],
+                       .rank = target_ranks.at(std::min(replica, target_ranks.size() - 1))};
 }
 
 void Stage::State::record_routes(const std::string& request_id, const StagePayload& payload) {

@@ -159,7 +159,9 @@ struct Stage::State {
     std::set<std::string> next;
     std::set<std::string> stream_to;
     std::map<std::string, std::string> endpoints;  // stage -> control endpoint
-    std::map<std::string, std::int64_t> ranks;     // stage -> relay rank
+    // stage -> the relay rank of each replica (one entry without replicas): a put names the
+    // rank, so that a tiered relay picks the tier of the replica's node.
+    std::map<std::string, std::vector<std::int64_t>> ranks;
     // Replicated targets: stage -> the endpoint of each replica.
     std::map<std::string, std::vector<std::string>> replica_endpoints;
     std::string instance;         // the name in heartbeats: the stage's, or "{stage}.r{replica}"
@@ -218,11 +220,15 @@ struct Stage::State {
                             std::optional<std::string> error);
     void send_heartbeat();
     [[nodiscard]] StageStats stats() const;
-    // Replicas: the endpoint of `target` for `request_id` (its chosen replica), or why there is
-    // none; remembering a request's routes when its payload arrives, forgetting them when it
-    // leaves the stage.
-    [[nodiscard]] Result<std::string> endpoint_of(const std::string& target,
-                                                  const std::string& request_id) const;
+    // Where `target` is for `request_id`: its control endpoint and relay rank (its chosen
+    // replica's for a replicated target), or why there is none. Replicas: remembering a
+    // request's routes when its payload arrives, forgetting them when it leaves the stage.
+    struct Destination {
+        std::string endpoint;
+        std::int64_t rank = -1;
+    };
+    [[nodiscard]] Result<Destination> destination_of(const std::string& target,
+                                                     const std::string& request_id) const;
     void record_routes(const std::string& request_id, const StagePayload& payload);
     void forget_routes(const std::string& request_id);
     // `payload` with the request's routes in its metadata: a compute function or projection

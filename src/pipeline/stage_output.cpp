@@ -243,17 +243,17 @@ bool Stage::State::send_payload(const std::string& target,
         if (options.local->send_payload(target, name, payload)) return true;
         local_dispatches.fetch_sub(1);
     }
-    auto endpoint = endpoint_of(target, request_id);
-    if (!endpoint) {
-        fail_request(request_id, endpoint.error().with_context("sending the payload to stage '" +
-                                                               target + "'"));
+    auto destination = destination_of(target, request_id);
+    if (!destination) {
+        fail_request(request_id, destination.error().with_context("sending the payload to stage '" +
+                                                                  target + "'"));
         return false;
     }
     Result<RelayWrite> write = fail(ErrorCode::internal, "unwritten");
     const auto write_start = Clock::now();
     {
         ScopedSpan span(tracer.get(), "relay_put", "relay", request_id);
-        write = write_payload(*relay, *payload, ranks.at(target));
+        write = write_payload(*relay, *payload, destination->rank);
     }
     if (!write) {
         fail_request(request_id,
@@ -264,12 +264,12 @@ bool Stage::State::send_payload(const std::string& target,
     edge_traffic.record_write(target, static_cast<std::int64_t>(write->header.buffer_bytes),
                               Clock::now() - write_start);
     // Control before wait (communication.md): the receiver's read is what completes the put.
-    auto sent =
-        control->send(*endpoint, proto::DataReadyMessage{.request_id = request_id,
-                                                         .from_stage = name,
-                                                         .to_stage = target,
-                                                         .relay_metadata = write->relay_metadata,
-                                                         .header = std::move(write->header)});
+    auto sent = control->send(destination->endpoint,
+                              proto::DataReadyMessage{.request_id = request_id,
+                                                      .from_stage = name,
+                                                      .to_stage = target,
+                                                      .relay_metadata = write->relay_metadata,
+                                                      .header = std::move(write->header)});
     if (!sent) {
         fail_request(request_id,
                      sent.error().with_context("sending data_ready to stage '" + target + "'"));
@@ -322,10 +322,10 @@ void Stage::State::on_stream_output(const std::string& request_id,
         if (options.local->send_stream_chunk(*target, name, request_id, chunk)) return;
         local_dispatches.fetch_sub(1);
     }
-    auto endpoint = endpoint_of(*target, request_id);
-    if (!endpoint) {
+    auto destination = destination_of(*target, request_id);
+    if (!destination) {
         fail_request(request_id,
-                     endpoint.error().with_context("streaming to stage '" + *target + "'"));
+                     destination.error().with_context("streaming to stage '" + *target + "'"));
         return;
     }
     Result<RelayWrite> write = fail(ErrorCode::internal, "unwritten");
@@ -333,7 +333,7 @@ void Stage::State::on_stream_output(const std::string& request_id,
     {
         ScopedSpan span(tracer.get(), "relay_put", "relay", request_id);
         write = write_stream_chunk(*relay, request_id, chunk->chunk, chunk->metadata,
-                                   ranks.at(*target));
+                                   destination->rank);
     }
     if (!write) {
         fail_request(request_id,
@@ -343,13 +343,13 @@ void Stage::State::on_stream_output(const std::string& request_id,
     if (write->put) relay_puts.fetch_add(1);
     edge_traffic.record_write(*target, static_cast<std::int64_t>(write->header.buffer_bytes),
                               Clock::now() - write_start);
-    auto sent =
-        control->send(*endpoint, proto::DataReadyMessage{.request_id = request_id,
-                                                         .from_stage = name,
-                                                         .to_stage = *target,
-                                                         .relay_metadata = write->relay_metadata,
-                                                         .header = std::move(write->header),
-                                                         .chunk_id = index});
+    auto sent = control->send(destination->endpoint,
+                              proto::DataReadyMessage{.request_id = request_id,
+                                                      .from_stage = name,
+                                                      .to_stage = *target,
+                                                      .relay_metadata = write->relay_metadata,
+                                                      .header = std::move(write->header),
+                                                      .chunk_id = index});
     if (!sent) {
         fail_request(request_id,
                      sent.error().with_context("sending a chunk to stage '" + *target + "'"));

@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <thread>
 #include <zmq.hpp>
@@ -172,26 +173,36 @@ struct NodeHub::State {
         std::vector<std::string> out;
         if (!plan) return out;
         for (const auto& stage : plan->stages) {
-            if (stage.node != rank) continue;
-            // The coordinator knows a replicated stage by its replicas' names.
-            if (stage.replicas < 2) out.push_back(stage.name);
-            for (int k = 0; stage.replicas > 1 && k < stage.replicas; ++k) {
-                out.push_back(config::replica_name(stage.name, k));
+            // The coordinator knows a replicated stage by its replicas' names; the replicas of
+            // one stage may run on several nodes (`node: [...]`).
+            if (stage.replicas < 2) {
+                if (stage.node == rank) out.push_back(stage.name);
+                continue;
+            }
+            for (int k = 0; k < stage.replicas; ++k) {
+                if (config::replica_node(*plan, stage, k) == rank) {
+                    out.push_back(config::replica_name(stage.name, k));
+                }
             }
         }
         return out;
     }
 
-    // The plan's stage of a name the coordinator uses: a stage, or a replica "{stage}.r{k}".
-    const config::StagePlan* stage_named(const std::string& name) const {
-        if (const config::StagePlan* stage = plan->find_stage(name)) return stage;
+    // The node that runs a name the coordinator uses: a stage, or a replica "{stage}.r{k}";
+    // nullopt for a name the plan does not have.
+    std::optional<int> node_of_instance(const std::string& name) const {
+        if (const config::StagePlan* stage = plan->find_stage(name)) return stage->node;
         const std::size_t dot = name.rfind(".r");
-        if (dot == std::string::npos || dot + 2 >= name.size() ||
+        if (dot == std::string::npos || dot + 2 >= name.size() || name.size() - dot > 6 ||
             name.find_first_not_of("0123456789", dot + 2) != std::string::npos) {
-            return nullptr;
+            return std::nullopt;
         }
         const config::StagePlan* stage = plan->find_stage(name.substr(0, dot));
-        return stage != nullptr && stage->replicas > 1 ? stage : nullptr;
+        const int replica = std::stoi(name.substr(dot + 2));
+        if (stage == nullptr || stage->replicas < 2 || replica >= stage->replicas) {
+            return std::nullopt;
+        }
+        return config::replica_node(*plan, *stage, replica);
     }
 
     // Marks node `rank` missing (lock held): its stages restarting, requests through them failed.
@@ -323,8 +334,7 @@ struct NodeHub::State {
         std::vector<std::string> out;
         if (!plan) return out;
         for (const auto& name : names) {
-            const config::StagePlan* stage = stage_named(name);
-            if (stage != nullptr && stage->node == rank) out.push_back(name);
+            if (node_of_instance(name) == rank) out.push_back(name);
         }
         return out;
     }

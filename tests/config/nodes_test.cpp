@@ -164,6 +164,131 @@ TEST(Nodes, ReplicasRunOnTheirStagesNode) {
     EXPECT_EQ(find_edge(*plan, "b", "c")->tier, "ucx");
 }
 
+TEST(Nodes, ReplicaNodesListPlacesEachReplica) {
+    auto p = PipelineText::linear().set("b", "replicas", "3").set("b", "node", "[1, 0, 1]");
+    auto report = load_report(p.text());
+    ASSERT_TRUE(report.ok()) << testing::dump(report);
+    const StageConfig& b = report.config->stages[1];
+    EXPECT_EQ(b.replica_nodes, (std::vector<int>{1, 0, 1}));
+    EXPECT_EQ(b.node, 1);  // replica 0's
+    EXPECT_EQ(b.node_of_replica(1), 0);
+    // A one-entry list for a stage without replicas is the same as the rank alone.
+    auto single = load_report(PipelineText::linear().set("c", "node", "[1]").text());
+    ASSERT_TRUE(single.ok()) << testing::dump(single);
+    EXPECT_EQ(single.config->stages[2].node, 1);
+}
+
+TEST(Nodes, HostileReplicaNodeListsAreDiagnosed) {
+    struct Case {
+        std::string replicas;
+        std::string value;
+        std::string field;
+        std::string reason;
+    };
+    const Case cases[] = {
+        {"2", "[]", "node", "node: [] names no node"},
+        {"2", "[0, -1]", "node[1]", "node must be a node rank in 0..1023 (got -1)"},
+        {"2", "[0, 1024]", "node[1]", "node must be a node rank in 0..1023 (got 1024)"},
+        {"2", "[0, \"one\"]", "node[1]", "an integer"},
+        {"2", "[0, 1.5]", "node[1]", "an integer"},
+        {"2", "[0, [1]]", "node[1]", "an integer"},
+        {"2", "[0, 4294967296]", "node[1]", "out of range"},
+        {"2", "[0, 1, 1]", "node",
+         "node lists 3 node ranks but the stage has replicas 2; give one node rank per replica"},
+        {"3", "[0, 1]", "node", "node lists 2 node ranks but the stage has replicas 3"},
+        {"1", "[0, 1]", "node", "node lists 2 node ranks but the stage has replicas 1"},
+    };
+    for (const auto& c : cases) {
+        auto p = PipelineText::linear().set("b", "replicas", c.replicas).set("b", "node", c.value);
+        auto report = load_report(p.text());
+        EXPECT_FALSE(report.ok()) << c.value;
+        EXPECT_TRUE(has_diagnostic(report, p.line("b", "node"), "b", c.field, c.reason))
+            << c.value << "\n"
+            << testing::dump(report);
+    }
+}
+
+TEST(Nodes, TensorParallelRanksDoNotTakeANodeList) {
+    auto p = PipelineText::linear()
+                 .set("b", "tp_size", "2")
+                 .set("b", "gpu", "[0, 1]")
+                 .set("b", "node", "[0, 1]");
+    auto report = load_report(p.text());
+    EXPECT_TRUE(has_diagnostic(report, p.line("b", "node"), "b", "node",
+                               "the ranks of a tensor-parallel stage (tp_size 2) run on one "
+                               "node; a list of nodes places replicas, not TP ranks"))
+        << testing::dump(report);
+}
+
+TEST(Nodes, FusedReplicasArePlacedAlike) {
+    auto p = PipelineText::linear()
+                 .top("fused_stages", "[[b, c]]")
+                 .set("b", "replicas", "2")
+                 .set("c", "replicas", "2")
+                 .set("b", "node", "[0, 1]")
+                 .set("c", "node", "[1, 0]");
+    auto report = load_report(p.text());
+    EXPECT_TRUE(has_diagnostic(report, p.line("c", "node"), "c", "node",
+                               "whose replicas run on nodes 0, 1, but its own on nodes 1, 0; a "
+                               "process group's replicas are placed alike"))
+        << testing::dump(report);
+    // Placed alike: valid.
+    auto alike = PipelineText::linear()
+                     .top("fused_stages", "[[b, c]]")
+                     .set("b", "replicas", "2")
+                     .set("c", "replicas", "2")
+                     .set("b", "node", "[0, 1]")
+                     .set("c", "node", "[0, 1]");
+    auto valid = load_report(alike.text());
+    EXPECT_TRUE(valid.ok()) << testing::dump(valid);
+}
+
+TEST(Nodes, ReplicasSpreadOverNodesInThePlan) {
+    PipelineText p = PipelineText::linear().set("b", "replicas", "2").set("b", "node", "[0, 1]");
+    auto report = load_report(p.text());
+    ASSERT_TRUE(report.ok()) << testing::dump(report);
+    auto plan = prepare_runtime(*report.config,
+                                {.runtime_dir = "/r", .node_addresses = {"10.0.0.1", "10.0.0.2"}});
+    ASSERT_TRUE(plan.has_value()) << plan.error().to_string();
+    const StagePlan* b = plan->find_stage("b");
+    ASSERT_NE(b, nullptr);
+    ASSERT_EQ(b->replica_endpoints.size(), 2u);
+    EXPECT_EQ(b->replica_endpoints[0].rfind("tcp://10.0.0.1:", 0), 0u) << b->replica_endpoints[0];
+    EXPECT_EQ(b->replica_endpoints[1].rfind("tcp://10.0.0.2:", 0), 0u) << b->replica_endpoints[1];
+    EXPECT_EQ(b->node, 0);
+    EXPECT_EQ(plan->find_process("pb.r0")->node, 0);
+    EXPECT_EQ(plan->find_process("pb.r1")->node, 1);
+    EXPECT_EQ(replica_node(*plan, *b, 0), 0);
+    EXPECT_EQ(replica_node(*plan, *b, 1), 1);
+    // Each replica process has its own relay rank: a put names the chosen replica's.
+    EXPECT_NE(replica_relay_rank(*plan, *b, 0), replica_relay_rank(*plan, *b, 1));
+    EXPECT_EQ(replica_relay_rank(*plan, *b, 1), plan->find_process("pb.r1")->relay_rank);
+    // a (node 0) reaches replica 0 through shm and replica 1 through ucx.
+    EXPECT_EQ(find_edge(*plan, "a", "b")->tier, "shm+ucx");
+    EXPECT_EQ(find_edge(*plan, "b", "c")->tier, "shm+ucx");
+    std::string text = render_plan(*plan, PlanFormat::text);
+    EXPECT_NE(text.find("2 replicas, nodes 0, 1"), std::string::npos) << text;
+    // Every replica on node 1: ucx only.
+    PipelineText far = PipelineText::linear().set("b", "replicas", "2").set("b", "node", "[1, 1]");
+    auto far_report = load_report(far.text());
+    ASSERT_TRUE(far_report.ok()) << testing::dump(far_report);
+    auto far_plan = prepare_runtime(
+        *far_report.config, {.runtime_dir = "/r", .node_addresses = {"10.0.0.1", "10.0.0.2"}});
+    ASSERT_TRUE(far_plan.has_value());
+    EXPECT_EQ(find_edge(*far_plan, "a", "b")->tier, "ucx");
+    // A replica on a node the pipeline does not have is refused, naming the replica.
+    auto beyond = load_report(
+        PipelineText::linear().set("b", "replicas", "2").set("b", "node", "[0, 2]").text());
+    ASSERT_TRUE(beyond.ok()) << testing::dump(beyond);
+    auto refused = prepare_runtime(
+        *beyond.config, {.runtime_dir = "/r", .node_addresses = {"10.0.0.1", "10.0.0.2"}});
+    ASSERT_FALSE(refused.has_value());
+    EXPECT_NE(refused.error().message.find("stage 'b' is placed on node 2 (replica 1), but the "
+                                           "pipeline runs on 2 nodes (serve it with --nnodes 3"),
+              std::string::npos)
+        << refused.error().message;
+}
+
 TEST(Nodes, OneNodePlanHasNoRemoteTier) {
     auto config = three_nodes();
     for (auto& stage : config.stages) stage.node.reset();

@@ -220,5 +220,80 @@ TEST_F(NodeHubTest, LateJoinAndPlanAndNodeLossAndReturn) {
     (*coordinator)->stop();
 }
 
+// Replicas spread over nodes (`node: [0, 1]`): a node speaks for its own replicas only, and its
+// loss marks only them down; the replica on the head keeps the stage serving (degraded).
+TEST_F(NodeHubTest, ANodeSpeaksForAndTakesDownOnlyItsOwnReplicas) {
+    FakeNode node(context_, hub_->endpoint());
+    node.send(join_as(1));
+    auto addresses = hub_->wait_for_nodes(milliseconds(10000));
+    ASSERT_TRUE(addresses.has_value()) << addresses.error().to_string();
+
+    auto runtime_dir = config::RuntimeDirectory::create(std::filesystem::temp_directory_path());
+    ASSERT_TRUE(runtime_dir.has_value());
+    config::PipelineConfig config;
+    config.model_path = "/m";
+    config::StageConfig a{.name = "a", .factory = "f", .next = {"b"}, .process = "pa"};
+    config::StageConfig b{.name = "b", .factory = "f", .terminal = true, .process = "pb"};
+    b.replicas = 2;
+    b.node = 0;
+    b.replica_nodes = {0, 1};
+    config.stages = {a, b};
+    auto plan = config::prepare_runtime(
+        config, {.runtime_dir = (*runtime_dir)->path(), .node_addresses = *addresses});
+    ASSERT_TRUE(plan.has_value()) << plan.error().to_string();
+    const std::string dir = (*runtime_dir)->path();
+    pipeline::CoordinatorOptions options{
+        .coordinator_endpoint = "ipc://" + dir + "/c.sock",
+        .abort_endpoint = "ipc://" + dir + "/a.sock",
+        .stage_endpoints = {{"a", "ipc://" + dir + "/sa.sock"},
+                            {"b", "ipc://" + dir + "/sb0.sock"}},
+        .entry_stage = "a",
+        .terminal_stages = {"b"},
+        .replica_endpoints = {{"b", {"ipc://" + dir + "/sb0.sock", "ipc://" + dir + "/sb1.sock"}}},
+        .replica_groups = {{"b", "pb"}}};
+    auto coordinator = pipeline::Coordinator::create(options);
+    ASSERT_TRUE(coordinator.has_value()) << coordinator.error().to_string();
+    ASSERT_TRUE((*coordinator)->start().has_value());
+    ASSERT_TRUE(hub_->serve_plan(std::make_shared<const config::RuntimePlan>(*plan), **coordinator)
+                    .has_value());
+    auto welcome = node.receive("welcome");
+    ASSERT_TRUE(welcome.has_value());
+    const std::uint64_t session = std::get<node::Welcome>(*welcome).session;
+
+    auto state_of = [&](const std::string& stage) {
+        for (const auto& health : (*coordinator)->health().stages) {
+            if (health.stage == stage) return health.state;
+        }
+        return pipeline::StageState::failed;
+    };
+    auto wait_until = [&](auto condition) {
+        const auto deadline = std::chrono::steady_clock::now() + milliseconds(10000);
+        while (!condition() && std::chrono::steady_clock::now() < deadline) {
+            node.receive("none", milliseconds(20));
+        }
+        return condition();
+    };
+    // Node 1 reports both replicas down: only b.r1 is its own; b.r0 (on the head) is untouched.
+    node.send(node::StagesDown{.session = session,
+                               .node_rank = 1,
+                               .stages = {"b.r0", "b.r1"},
+                               .reason = "process 'pb.r1' exited",
+                               .restarting = true});
+    ASSERT_TRUE(wait_until([&] { return state_of("b.r1") == pipeline::StageState::restarting; }));
+    EXPECT_NE(state_of("b.r0"), pipeline::StageState::restarting);
+
+    // Node 1 goes silent past node_timeout: again only b.r1, now naming the node.
+    node.send(node::Heartbeat{.session = session, .node_rank = 1, .pids = {{"pb.r1", 4242}}});
+    ASSERT_TRUE(wait_until([&] { return hub_->nodes()[1].missing; }));
+    ASSERT_TRUE(wait_until([&] {
+        return (*coordinator)->health().reason.find("node 1 (10.77.0.2) is missing") !=
+               std::string::npos;
+    }));
+    EXPECT_EQ(state_of("b.r1"), pipeline::StageState::restarting);
+    EXPECT_NE(state_of("b.r0"), pipeline::StageState::restarting);
+    hub_->stop(milliseconds(0));
+    (*coordinator)->stop();
+}
+
 }  // namespace
 }  // namespace omnirt::runner

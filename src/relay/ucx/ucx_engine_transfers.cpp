@@ -211,7 +211,9 @@ bool Engine::handle_events() {
     for (auto [read_id, status] : finished) finish_read(read_id, status);
     for (auto [ep, status] : failed) {
         for (auto& [key, peer] : peers_) {
-            if (peer->owns(ep)) {
+            // A peer retired by an earlier failure of this batch (it has two endpoints on the
+            // sender's host, and both fail) is already gone from peers_: its entry is empty.
+            if (peer != nullptr && peer->owns(ep)) {
                 retire_peer(*peer, ucs_status_string(status));
                 break;
             }
