@@ -229,7 +229,7 @@ void speech(ApiState& state, std::shared_ptr<http::HttpExchange> http) {
     if (!format || !media::format_available(*format)) {
         exchange->respond_error({400,
                                  "response_format '" + request->response_format +
-                                     "' cannot be produced by this server (its libsndfile "
+                                     "' cannot be produced by this server (this build "
                                      "cannot write it)",
                                  "invalid_request_error", "response_format", ""});
         return;

@@ -8,12 +8,13 @@
 namespace omnirt::serve::openai {
 namespace {
 
-constexpr std::array<std::pair<std::string_view, std::string_view>, 5> kFormats{{
+constexpr std::array<std::pair<std::string_view, std::string_view>, 6> kFormats{{
     {"wav", "audio/wav"},
     {"pcm", "audio/pcm"},
     {"flac", "audio/flac"},
     {"opus", "audio/ogg"},
     {"mp3", "audio/mpeg"},
+    {"aac", "audio/aac"},
 }};
 
 // The body is valid UTF-8 (the JSON parser checks), so code points are the non-continuation bytes.
@@ -58,10 +59,11 @@ ProtocolResult<SpeechRequest> parse_speech_request(std::string_view body,
     OMNI_TRY_P(auto format, read_string(json, "response_format", "", 16));
     if (format) {
         if (speech_content_type(*format) == "application/octet-stream") {
-            return invalid_request("response_format",
-                                   "'response_format' must be one of wav, pcm, flac, opus, mp3, "
-                                   "not '" +
-                                       *format + "'");
+            return invalid_request(
+                "response_format",
+                "'response_format' must be one of wav, pcm, flac, opus, mp3, aac, "
+                "not '" +
+                    *format + "'");
         }
         out.response_format = std::move(*format);
     }

@@ -94,14 +94,16 @@ TEST(SpeechRequest, EveryResponseFormat) {
                                        {"pcm", "audio/pcm"},
                                        {"flac", "audio/flac"},
                                        {"opus", "audio/ogg"},
-                                       {"mp3", "audio/mpeg"}}) {
+                                       {"mp3", "audio/mpeg"},
+                                       {"aac", "audio/aac"}}) {
         auto request = parse(with("response_format", format));
         ASSERT_TRUE(request.has_value()) << format;
         EXPECT_EQ(request->response_format, format);
         EXPECT_EQ(speech_content_type(format), type);
     }
-    EXPECT_EQ(speech_content_type("aac"), "application/octet-stream");
-    expect_error(with("response_format", "aac"), "response_format", "aac");
+    EXPECT_EQ(speech_content_type("m4a"), "application/octet-stream");
+    expect_error(with("response_format", "m4a"), "response_format", "m4a");
+    expect_error(with("response_format", "AAC"), "response_format", "AAC");
     expect_error(with("response_format", "WAV"), "response_format");
     expect_error(with("response_format", ""), "response_format");
     expect_error(with("response_format", 1), "response_format", "a string");

@@ -1,0 +1,150 @@
+// /v1/audio/speech over the demo pipeline (hosted in this process): AAC answers decoded back with
+// FFmpeg, whole and streamed.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+#include <sstream>
+
+#include "client/client.h"
+#include "media/ffmpeg_audio.h"
+#include "media/test_audio.h"
+#include "runner/pipeline_harness.h"
+#include "serve/api/api_server.h"
+#include "serve/http/test_client.h"
+#include "serve/openai/base64.h"
+#include "support/command.h"
+
+namespace omnirt::serve::api {
+namespace {
+
+using json = nlohmann::json;
+using media::testing::adts_frame_lengths;
+using media::testing::as_bytes;
+using media::testing::decode_adts_frames;
+using media::testing::rms;
+using omnirt::testing::source_path;
+using omnirt::testing::start_pipeline;
+
+constexpr int kDemoRate = 24000;
+
+std::string speech_post(json body) {
+    body["model"] = "demo";
+    const std::string text = body.dump();
+    return "POST /v1/audio/speech HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+           "Content-Length: " +
+           std::to_string(text.size()) + "\r\n\r\n" + text;
+}
+
+// The audio of an SSE speech answer: every speech.audio.delta decoded, in order.
+std::vector<std::string> sse_audio_pieces(const std::string& body) {
+    std::vector<std::string> pieces;
+    std::istringstream lines(body);
+    for (std::string line; std::getline(lines, line);) {
+        if (line.rfind("data: ", 0) != 0) continue;
+        const json event = json::parse(line.substr(6));
+        if (event["type"] != "speech.audio.delta") continue;
+        auto bytes = openai::base64_decode(event["audio"].get<std::string>());
+        EXPECT_TRUE(bytes.has_value());
+        pieces.emplace_back(bytes->begin(), bytes->end());
+    }
+    return pieces;
+}
+
+class SpeechStreamTest : public ::testing::Test {
+  protected:
+    void start(ApiServerOptions options = {}) {
+        std::ifstream file(source_path("configs/demo.yaml"));
+        std::stringstream yaml;
+        yaml << file.rdbuf();
+        auto pipeline = start_pipeline(yaml.str(), {});
+        ASSERT_TRUE(pipeline.has_value()) << pipeline.error().to_string();
+        pipeline_ = std::move(*pipeline);
+        client_ = std::make_unique<client::Client>(pipeline_->coordinator());
+        options.model_name = "demo";
+        auto server = ApiServer::create(std::move(options), *client_);
+        ASSERT_TRUE(server.has_value()) << server.error().to_string();
+        server_ = std::move(*server);
+        ASSERT_TRUE(server_->start().has_value());
+    }
+    void TearDown() override {
+        if (server_) server_->stop();
+        if (pipeline_) pipeline_->stop();
+    }
+
+    http::testing::Response speech(json body) {
+        http::testing::Client client(server_->port());
+        EXPECT_TRUE(client.send(speech_post(std::move(body))));
+        auto response = client.read_response();
+        EXPECT_TRUE(response.has_value());
+        return response.value_or(http::testing::Response{});
+    }
+
+    std::unique_ptr<runner::Pipeline> pipeline_;
+    std::unique_ptr<client::Client> client_;
+    std::unique_ptr<ApiServer> server_;
+};
+
+TEST_F(SpeechStreamTest, AacWholeSseAndRawStreamsDecodeToTheSpeech) {
+    if (!media::format_available(media::AudioFormat::aac)) GTEST_SKIP() << "no AAC encoder";
+    start();
+    const json request = {{"input", "hello there, how are you"}};
+    json as_pcm = request;
+    as_pcm["response_format"] = "pcm";
+    const auto pcm = speech(as_pcm);
+    ASSERT_EQ(pcm.status, 200) << pcm.body;
+    const auto frames = static_cast<std::int64_t>(pcm.body.size() / 2);
+    ASSERT_GT(frames, kDemoRate / 10);
+
+    json as_aac = request;
+    as_aac["response_format"] = "aac";
+    const auto whole = speech(as_aac);
+    ASSERT_EQ(whole.status, 200) << whole.body;
+    EXPECT_EQ(whole.headers.at("content-type"), "audio/aac");
+    auto decoded = decode_adts_frames(as_bytes(whole.body));
+    ASSERT_TRUE(decoded.has_value()) << decoded.error().to_string();
+    EXPECT_EQ(decoded->sample_rate, kDemoRate);
+    EXPECT_EQ(decoded->channels, 1);
+    // 1024 frames of priming, then the speech, padded to a whole AAC frame.
+    EXPECT_GE(decoded->frames(), frames + 1024);
+    EXPECT_LT(decoded->frames(), frames + 1024 + 2048);
+    EXPECT_GT(rms(decoded->samples), 0.01);
+
+    // Streamed: every SSE delta is whole ADTS frames, and the deltas together are the same
+    // stream as the whole answer; the raw stream is those bytes too.
+    as_aac["stream"] = true;
+    const auto sse = speech(as_aac);
+    ASSERT_EQ(sse.status, 200) << sse.body;
+    const auto pieces = sse_audio_pieces(sse.body);
+    ASSERT_GE(pieces.size(), 2u);
+    std::string joined;
+    for (const std::string& piece : pieces) {
+        EXPECT_FALSE(adts_frame_lengths(as_bytes(piece)).empty());
+        joined += piece;
+    }
+    EXPECT_EQ(joined, whole.body);
+    as_aac.erase("stream");
+    as_aac["stream_format"] = "audio";
+    const auto raw = speech(as_aac);
+    ASSERT_EQ(raw.status, 200);
+    EXPECT_EQ(raw.headers.at("content-type"), "audio/aac");
+    EXPECT_EQ(raw.body, whole.body);
+}
+
+TEST_F(SpeechStreamTest, UnknownAndHostileFormatsAreA400OnResponseFormat) {
+    start();
+    for (const json& format :
+         {json("m4a"), json("AAC"), json("aac "), json(std::string("aac\0", 4)),
+          json(std::string(300, 'a')), json(7), json(nullptr)}) {
+        const auto response = speech({{"input", "x"}, {"response_format", format}});
+        if (format.is_null()) {  // null is "not given": the default (wav)
+            EXPECT_EQ(response.status, 200);
+            continue;
+        }
+        ASSERT_EQ(response.status, 400) << format.dump() << " " << response.body;
+        EXPECT_EQ(json::parse(response.body)["error"]["param"], "response_format");
+    }
+}
+
+}  // namespace
+}  // namespace omnirt::serve::api
