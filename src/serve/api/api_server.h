@@ -14,9 +14,9 @@
 //   GET  /, /playground/<file>   the browser playground (docs/playground.md)
 //
 // The server never blocks an IO thread: requests go to the pipeline through the client's
-// callback API, responses are written from the coordinator's threads (cheap work) or a small
-// worker pool (whole-file audio encoding). A client that goes away aborts its request in every
-// stage.
+// callback API, responses are written from a small worker pool (parsing chunks, time-stretching
+// and encoding audio), each request's events in order. A client that goes away aborts its
+// request in every stage.
 //
 // Thread safety: create / start / drain / stop from one owner thread; the client must outlive
 // the server.

@@ -4,9 +4,12 @@
 // formats; this part holds what they share: starting the request, abort on disconnect, the
 // threads events run on, the SSE head, and error answers.
 //
-// Threads: run() on an IO thread; on_chunk on the coordinator's thread (cheap work only);
-// on_result on the work pool (whole-file audio encoding). All of them under one mutex, so a
-// subclass needs no locking of its own.
+// Threads: run() on an IO thread; on_chunk and on_result on the work pool, one at a time per call
+// and in the pipeline's order (every chunk before the result), so time-stretching and encoding
+// never hold up the coordinator's IO thread, which serves every request's events. All of them
+// under one mutex, so a subclass needs no locking of its own.
+#include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -32,8 +35,8 @@ class GenerationCall : public std::enable_shared_from_this<GenerationCall> {
   protected:
     GenerationCall(std::unique_ptr<Exchange> exchange, std::string request_id, bool stream);
 
-    // One chunk of the request (coordinator thread).
-    virtual void on_chunk(const client::OutputDelta& delta) = 0;
+    // One chunk of the request (work pool, in order).
+    virtual void on_chunk(client::OutputDelta& delta) = 0;
     // The request completed with `result` (work pool).
     virtual void on_result(const client::FinalOutput& result) = 0;
     // Written right after the SSE head (chat: the role chunk).
@@ -61,6 +64,10 @@ class GenerationCall : public std::enable_shared_from_this<GenerationCall> {
   private:
     void on_event(pipeline::RequestEvent& event);
     void on_end(const pipeline::RequestEvent& event);
+    // Queues `task` to run on the work pool under mutex_ after every task queued before it.
+    // Any thread. At most one pool task per call drains the queue.
+    void post_in_order(std::function<void()> task);
+    void run_in_order();
 
     std::unique_ptr<Exchange> exchange_;
     const std::string request_id_;
@@ -68,6 +75,9 @@ class GenerationCall : public std::enable_shared_from_this<GenerationCall> {
     std::mutex mutex_;  // run()'s head vs. the first event; events vs. the pool's end
     bool head_sent_ = false;
     bool failed_ = false;
+    std::mutex order_mutex_;  // in_order_ and draining_ (never held while a task runs)
+    std::deque<std::function<void()>> in_order_;
+    bool draining_ = false;  // a pool task is draining in_order_
 };
 
 }  // namespace omnirt::serve::api

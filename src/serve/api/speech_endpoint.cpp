@@ -58,7 +58,7 @@ class SpeechCall final : public GenerationCall {
         return param;
     }
 
-    void on_chunk(const client::OutputDelta& delta) override {
+    void on_chunk(client::OutputDelta& delta) override {
         if (!delta.audio) return;  // only audio reaches a speech client
         timing_.audio();
         if (!streaming()) {

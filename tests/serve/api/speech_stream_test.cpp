@@ -1,10 +1,12 @@
 // /v1/audio/speech over the demo pipeline (hosted in this process): AAC answers decoded back with
-// FFmpeg, whole and streamed.
+// FFmpeg, whole and streamed, and the order of streamed audio when several streamed requests
+// (time-stretched and encoded on the work pool) run at once.
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "client/client.h"
 #include "media/ffmpeg_audio.h"
@@ -143,6 +145,56 @@ TEST_F(SpeechStreamTest, UnknownAndHostileFormatsAreA400OnResponseFormat) {
         }
         ASSERT_EQ(response.status, 400) << format.dump() << " " << response.body;
         EXPECT_EQ(json::parse(response.body)["error"]["param"], "response_format");
+    }
+}
+
+// Eight streamed requests at once, time-stretched (speed 1.5) and encoded on a pool of four
+// threads: each gets exactly the bytes it gets alone, so no chunk of a request overtook another.
+TEST_F(SpeechStreamTest, ConcurrentStreamsKeepTheirChunkOrder) {
+    start({.worker_threads = 4, .time_stretch_speech = true});
+    const bool with_aac = media::format_available(media::AudioFormat::aac);
+    auto request_of = [&](int i) {
+        std::string text = "request " + std::to_string(i);
+        for (int word = 0; word < 12; ++word) text += " w" + std::to_string(i * 100 + word);
+        json body = {{"input", text},
+                     {"speed", 1.5},
+                     {"stage_params", {{"thinker", {{"token_delay_ms", 1}}}}}};
+        if (i % 2 == 0) {
+            body["stream_format"] = "audio";
+            body["response_format"] = "pcm";
+        } else {
+            body["stream"] = true;
+            body["response_format"] = with_aac ? "aac" : "wav";
+        }
+        return body;
+    };
+    auto audio_of = [](const json& body, const http::testing::Response& response) {
+        if (!body.contains("stream")) return response.body;
+        std::string joined;
+        for (const std::string& piece : sse_audio_pieces(response.body)) joined += piece;
+        return joined;
+    };
+    constexpr int kRequests = 8;
+    std::vector<std::string> alone(kRequests);
+    for (int i = 0; i < kRequests; ++i) {
+        const json body = request_of(i);
+        const auto response = speech(body);
+        ASSERT_EQ(response.status, 200) << response.body;
+        alone[i] = audio_of(body, response);
+        ASSERT_GT(alone[i].size(), 1000u);
+    }
+    std::vector<std::string> together(kRequests);
+    std::vector<std::thread> clients;
+    for (int i = 0; i < kRequests; ++i) {
+        clients.emplace_back([&, i] {
+            const json body = request_of(i);
+            together[i] = audio_of(body, speech(body));
+        });
+    }
+    for (auto& client : clients) client.join();
+    for (int i = 0; i < kRequests; ++i) {
+        EXPECT_EQ(together[i].size(), alone[i].size()) << i;
+        EXPECT_TRUE(together[i] == alone[i]) << "request " << i << " differs";
     }
 }
 
