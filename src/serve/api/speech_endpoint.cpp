@@ -3,6 +3,8 @@
 // ApiServerOptions::time_stretch_speech the server applies `speed` to that audio, keeping pitch
 // (media/time_stretch.h): chunk by chunk as it streams, or the whole clip.
 #include <cctype>
+#include <chrono>
+#include <cstdio>
 
 #include "client/audio_output.h"
 #include "client/output.h"
@@ -32,7 +34,8 @@ class SpeechCall final : public GenerationCall {
           format_(format),
           response_format_(std::move(response_format)),
           encoder_(format),
-          timing_(this->exchange().state().metrics) {}
+          timing_(this->exchange().state().metrics),
+          started_(std::chrono::steady_clock::now()) {}
 
   private:
     // inputs.text -> input; inputs.references[i]<rest> -> references[i]<rest>, or the legacy
@@ -183,14 +186,21 @@ class SpeechCall final : public GenerationCall {
             send_error(output_error(encoded.error()));
             return;
         }
-        // The token counts as SGLang-Omni's speech API sends them (a streamed answer has them in
-        // speech.audio.done).
+        // The token counts and the engine time (seconds from accepting the request to its
+        // result, stretched and encoded) as SGLang-Omni's speech API sends them; its benchmark
+        // client reads tokens/s from them. A streamed answer has the counts in
+        // speech.audio.done.
         const auto& usage = result.usage;
+        const double seconds =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+        char engine_time[32];
+        std::snprintf(engine_time, sizeof engine_time, "%.4f", seconds);
         exchange().respond(
             200, openai::speech_content_type(response_format_), std::move(*encoded),
             {{"x-prompt-tokens", std::to_string(usage.prompt_tokens)},
              {"x-completion-tokens", std::to_string(usage.completion_tokens)},
-             {"x-total-tokens", std::to_string(usage.prompt_tokens + usage.completion_tokens)}});
+             {"x-total-tokens", std::to_string(usage.prompt_tokens + usage.completion_tokens)},
+             {"x-engine-time", engine_time}});
     }
 
     const bool raw_;
@@ -203,6 +213,7 @@ class SpeechCall final : public GenerationCall {
     media::AudioBuffer audio_;  // non-streaming: the audio deltas, for results without audio
     client::AudioResponseEncoder encoder_;
     OutputTiming timing_;
+    const std::chrono::steady_clock::time_point started_;  // the call's creation (admitted)
 };
 
 void speech(ApiState& state, std::shared_ptr<http::HttpExchange> http) {

@@ -109,6 +109,19 @@ TEST(SpeechRequest, EveryResponseFormat) {
     expect_error(with("response_format", 1), "response_format", "a string");
 }
 
+// SGLang-Omni's name for max_tokens; max_tokens wins when both are given.
+TEST(SpeechRequest, MaxNewTokensIsMaxTokens) {
+    auto alias = parse(with("max_new_tokens", 7));
+    ASSERT_TRUE(alias.has_value()) << alias.error().message;
+    EXPECT_EQ(alias->max_tokens, 7);
+    Json both = minimal();
+    both["max_tokens"] = 3;
+    both["max_new_tokens"] = 7;
+    auto preferred = parse(both);
+    ASSERT_TRUE(preferred.has_value()) << preferred.error().message;
+    EXPECT_EQ(preferred->max_tokens, 3);
+}
+
 TEST(SpeechRequest, StreamFormat) {
     auto sse = parse(with("stream_format", "sse"));
     ASSERT_TRUE(sse.has_value());
@@ -149,6 +162,8 @@ TEST(SpeechRequest, Errors) {
     expect_error(with("stream", "yes"), "stream");
     expect_error(with("temperature", 3), "temperature");
     expect_error(with("max_tokens", 0), "max_tokens");
+    expect_error(with("max_new_tokens", 0), "max_new_tokens");
+    expect_error(with("max_new_tokens", "many"), "max_new_tokens");
     expect_error(with("stage_sampling", {{"t", {{"top_p", 0}}}}), "stage_sampling.t.top_p");
     EXPECT_TRUE(parse(with("speed", 4.0)).has_value());
 }
