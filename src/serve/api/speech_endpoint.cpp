@@ -35,7 +35,8 @@ class SpeechCall final : public GenerationCall {
           response_format_(std::move(response_format)),
           encoder_(format),
           timing_(this->exchange().state().metrics),
-          started_(std::chrono::steady_clock::now()) {}
+          started_(std::chrono::steady_clock::now()),
+          sglang_sse_(!raw && this->exchange().state().options.sglang_speech_sse) {}
 
   private:
     // inputs.text -> input; inputs.references[i]<rest> -> references[i]<rest>, or the legacy
@@ -94,9 +95,28 @@ class SpeechCall final : public GenerationCall {
             out = &stretched;
         }
         if (out->samples.empty()) return ok_status();
-        OMNI_TRY(std::string bytes, encoder_.push(*out));
-        write_audio(bytes);
+        return send_audio(*out);
+    }
+
+    // Streaming: `audio` (stretched) out as the stream's next bytes, or in SGLang-Omni's SSE form
+    // as a whole file of its own.
+    Status send_audio(const media::AudioBuffer& audio) {
+        audio_sent_ = true;
+        if (!sglang_sse_) {
+            OMNI_TRY(std::string bytes, encoder_.push(audio));
+            write_audio(bytes);
+            return ok_status();
+        }
+        OMNI_TRY(std::string file, media::encode_audio(audio, format_));
+        exchange().write(openai::sglang_speech_chunk_event(
+            request_id(), chunks_sent_++,
+            std::span(reinterpret_cast<const std::uint8_t*>(file.data()), file.size()),
+            response_format_, openai::speech_content_type(response_format_), audio.sample_rate));
         return ok_status();
+    }
+
+    [[nodiscard]] double seconds_since_start() const {
+        return std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
     }
 
     // Streaming: the stretcher's last samples.
@@ -104,9 +124,7 @@ class SpeechCall final : public GenerationCall {
         if (stretcher_ == nullptr) return ok_status();
         OMNI_TRY(media::AudioBuffer tail, stretcher_->finish());
         if (tail.samples.empty()) return ok_status();
-        OMNI_TRY(std::string bytes, encoder_.push(tail));
-        write_audio(bytes);
-        return ok_status();
+        return send_audio(tail);
     }
 
     [[nodiscard]] int stretch_rate() const { return stretcher_sample_rate_; }
@@ -139,7 +157,7 @@ class SpeechCall final : public GenerationCall {
                                              "server_error", "", ""};
         if (streaming()) {
             ensure_head();
-            if (!encoder_.started() && stretcher_ == nullptr && result.audio) {
+            if (!audio_sent_ && stretcher_ == nullptr && result.audio) {
                 if (auto pushed = push_stretched(*result.audio); !pushed) {
                     send_error(output_error(pushed.error()));
                     return;
@@ -147,6 +165,18 @@ class SpeechCall final : public GenerationCall {
             }
             if (auto stretched = finish_stretch(); !stretched) {
                 send_error(output_error(stretched.error()));
+                return;
+            }
+            if (sglang_sse_) {
+                if (!audio_sent_) {
+                    send_error(no_audio);
+                    return;
+                }
+                exchange().write(openai::sglang_speech_done_event(
+                    request_id(), chunks_sent_,
+                    {result.usage.prompt_tokens, result.usage.completion_tokens},
+                    seconds_since_start()));
+                exchange().finish();
                 return;
             }
             auto tail = encoder_.finish();
@@ -191,10 +221,8 @@ class SpeechCall final : public GenerationCall {
         // client reads tokens/s from them. A streamed answer has the counts in
         // speech.audio.done.
         const auto& usage = result.usage;
-        const double seconds =
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
         char engine_time[32];
-        std::snprintf(engine_time, sizeof engine_time, "%.4f", seconds);
+        std::snprintf(engine_time, sizeof engine_time, "%.4f", seconds_since_start());
         exchange().respond(
             200, openai::speech_content_type(response_format_), std::move(*encoded),
             {{"x-prompt-tokens", std::to_string(usage.prompt_tokens)},
@@ -214,6 +242,9 @@ class SpeechCall final : public GenerationCall {
     client::AudioResponseEncoder encoder_;
     OutputTiming timing_;
     const std::chrono::steady_clock::time_point started_;  // the call's creation (admitted)
+    const bool sglang_sse_;    // SSE in SGLang-Omni's form (ApiServerOptions::sglang_speech_sse)
+    bool audio_sent_ = false;  // streaming: some audio went out
+    std::int64_t chunks_sent_ = 0;  // SGLang-Omni SSE: its events' index
 };
 
 void speech(ApiState& state, std::shared_ptr<http::HttpExchange> http) {

@@ -148,6 +148,57 @@ TEST_F(SpeechStreamTest, UnknownAndHostileFormatsAreA400OnResponseFormat) {
     }
 }
 
+// --speech-sse sglang: SGLang-Omni's events, read as its benchmark client reads them: each
+// audio.data a whole WAV whose duration is (bytes - 44) / (rate * 2), the durations adding up to
+// the whole answer's; the last event's usage with engine_time_s; then [DONE].
+TEST_F(SpeechStreamTest, SglangSseEventsCarryWholeFilesAndTheUsage) {
+    start({.sglang_speech_sse = true});
+    const json request = {{"input", "hello there, how are you"}, {"response_format", "wav"}};
+    const auto whole = speech(request);
+    ASSERT_EQ(whole.status, 200) << whole.body;
+    const double whole_seconds = static_cast<double>(whole.body.size() - 44) / (kDemoRate * 2);
+    json streamed_request = request;
+    streamed_request["stream"] = true;
+    const auto streamed = speech(streamed_request);
+    ASSERT_EQ(streamed.status, 200) << streamed.body;
+    std::vector<json> events;
+    bool done = false;
+    std::istringstream lines(streamed.body);
+    for (std::string line; std::getline(lines, line);) {
+        if (line.rfind("data: ", 0) != 0) continue;
+        EXPECT_FALSE(done) << "an event after [DONE]";
+        if (line == "data: [DONE]") {
+            done = true;
+            continue;
+        }
+        events.push_back(json::parse(line.substr(6)));
+    }
+    ASSERT_TRUE(done);
+    ASSERT_GE(events.size(), 3u);
+    double seconds = 0;
+    for (std::size_t i = 0; i + 1 < events.size(); ++i) {
+        const json& event = events[i];
+        EXPECT_EQ(event["object"], "audio.speech.chunk");
+        EXPECT_EQ(event["index"], i);
+        EXPECT_TRUE(event["finish_reason"].is_null());
+        EXPECT_EQ(event["audio"]["format"], "wav");
+        EXPECT_EQ(event["audio"]["sample_rate"], kDemoRate);
+        auto file = openai::base64_decode(event["audio"]["data"].get<std::string>());
+        ASSERT_TRUE(file.has_value());
+        ASSERT_GT(file->size(), 44u);
+        EXPECT_EQ(std::string(file->begin(), file->begin() + 4), "RIFF");
+        seconds += static_cast<double>(file->size() - 44) / (kDemoRate * 2);
+    }
+    EXPECT_NEAR(seconds, whole_seconds, 1e-9);
+    const json& last = events.back();
+    EXPECT_TRUE(last["audio"].is_null());
+    EXPECT_EQ(last["finish_reason"], "stop");
+    EXPECT_EQ(last["index"], events.size() - 1);
+    EXPECT_GT(last["usage"]["prompt_tokens"].get<int>(), 0);
+    EXPECT_GT(last["usage"]["completion_tokens"].get<int>(), 0);
+    EXPECT_GT(last["usage"]["engine_time_s"].get<double>(), 0.0);
+}
+
 // Eight streamed requests at once, time-stretched (speed 1.5) and encoded on a pool of four
 // threads: each gets exactly the bytes it gets alone, so no chunk of a request overtook another.
 TEST_F(SpeechStreamTest, ConcurrentStreamsKeepTheirChunkOrder) {
