@@ -42,6 +42,7 @@ struct ServeOptions {
     std::vector<std::string> overrides;
     std::string allowed_media_dir;
     std::string voices_dir;
+    std::string speech_sse = "openai";
     bool allow_remote_media = false;
     double request_timeout_s = 0;
     double drain_timeout_s = 30;
@@ -237,6 +238,7 @@ int serve(const ServeOptions& options) {
     server_options.saved_voices = std::move(*saved_voices);
     server_options.media.allowed_local_dir = options.allowed_media_dir;
     server_options.media.allow_remote = options.allow_remote_media;
+    server_options.sglang_speech_sse = options.speech_sse == "sglang";
     server_options.http.host = options.host;
     server_options.http.port = static_cast<std::uint16_t>(options.port);
     server_options.http.threads = options.http_threads;
@@ -358,6 +360,11 @@ void add_serve_command(CLI::App& app, int& exit_code) {
     command->add_option("--voices-dir", options->voices_dir,
                         "Saved reference voices a speech request's `voice` may name (a model "
                         "that clones voices; docs/serve_openai.md has the layout)");
+    command
+        ->add_option("--speech-sse", options->speech_sse,
+                     "Event form of streamed /v1/audio/speech: openai (speech.audio.delta, "
+                     "default) or sglang (SGLang-Omni's: a whole file per chunk)")
+        ->check(CLI::IsMember({"openai", "sglang"}));
     command->add_flag("--allow-remote-media", options->allow_remote_media,
                       "Pass http(s) media URLs on to the stages (default: 400)");
     command->add_option("--request-timeout", options->request_timeout_s,

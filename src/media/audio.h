@@ -5,6 +5,7 @@
 // Never call these on an IO loop thread for long inputs: encoding and resampling are CPU work.
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -14,6 +15,9 @@
 #include "core/tensor.h"
 
 namespace omnirt::media {
+namespace detail {
+class AacEncoder;
+}  // namespace detail
 
 // Interleaved float samples, nominally in -1..1 (encoders clamp; NaN encodes as silence).
 struct AudioBuffer {
@@ -46,17 +50,19 @@ inline constexpr int kMaxChannels = 16;
 
 // ---- formats ---------------------------------------------------------------------------------
 
-enum class AudioFormat : std::uint8_t { wav, pcm, flac, opus, mp3 };
+enum class AudioFormat : std::uint8_t { wav, pcm, flac, opus, mp3, aac };
 
-// "wav", "pcm", "flac", "opus", "mp3" (case-sensitive, as OpenAI's response_format). Anything
-// else: invalid_argument naming the accepted formats. mp3 parses even where this libsndfile
-// cannot write it; encode_audio then reports unimplemented (check format_available first).
+// "wav", "pcm", "flac", "opus", "mp3", "aac" (case-sensitive, as OpenAI's response_format).
+// Anything else: invalid_argument naming the accepted formats. mp3 and aac parse even where this
+// build cannot write them; encode_audio then reports unimplemented (check format_available
+// first).
 [[nodiscard]] Result<AudioFormat> parse_audio_format(std::string_view name);
 [[nodiscard]] std::string_view to_string(AudioFormat format);
-// audio/wav, audio/pcm, audio/flac, audio/ogg (Ogg Opus), audio/mpeg.
+// audio/wav, audio/pcm, audio/flac, audio/ogg (Ogg Opus), audio/mpeg, audio/aac (ADTS).
 [[nodiscard]] std::string_view content_type(AudioFormat format);
-// Whether this build's libsndfile can write the format (wav and pcm always; flac, opus, mp3 are
-// probed once at runtime with sf_format_check).
+// Whether this build can write the format: wav and pcm always; flac, opus, mp3 when libsndfile
+// can (probed once at runtime with sf_format_check); aac when FFmpeg with its native AAC encoder
+// is linked (OMNIRT_FFMPEG).
 [[nodiscard]] bool format_available(AudioFormat format);
 
 // ---- whole-buffer encode / decode -------------------------------------------------------------
@@ -69,10 +75,14 @@ enum class AudioFormat : std::uint8_t { wav, pcm, flac, opus, mp3 };
 //        first (libsoxr); the decoded stream reports the rate encoded.
 //   mp3  MPEG-1/2 Layer III (LAME through libsndfile), mono or stereo. Rates MP3 has (8, 11.025,
 //        12, 16, 22.05, 24, 32, 44.1, 48 kHz) are kept, others are resampled to 48 kHz.
+//   aac  AAC-LC in ADTS frames (FFmpeg's native encoder, 64 kbit/s per channel), mono or stereo.
+//        Rates ADTS has (7.35, 8, 11.025, 12, 16, 22.05, 24, 32, 44.1, 48, 64, 88.2, 96 kHz) are
+//        kept, others are resampled to 48 kHz. A decoder's output starts with 1024 frames of
+//        encoder priming and ends padded to a multiple of 1024 frames.
 // Float samples are clamped to -1..1 (NaN becomes 0); wav and pcm quantise as lrint(x * 32767),
 // the libsndfile codecs with libsndfile's own float conversion.
 // Errors: invalid_argument (bad buffer, too many channels for the format), unimplemented (format
-// not available in this libsndfile), internal (codec failure, with libsndfile's message).
+// not available in this build), internal (codec failure, with the codec library's message).
 [[nodiscard]] Result<std::string> encode_audio(const AudioBuffer& buffer, AudioFormat format);
 
 struct DecodeOptions {
@@ -103,8 +113,8 @@ struct DecodeOptions {
 
 // ---- streaming ---------------------------------------------------------------------------------
 
-// Whether AudioStreamEncoder emits this format's bytes as chunks arrive (wav, pcm) or only the
-// whole file at finish() (flac, opus, mp3: their libsndfile writers seek back into what they
+// Whether AudioStreamEncoder emits this format's bytes as chunks arrive (wav, pcm, aac) or only
+// the whole file at finish() (flac, opus, mp3: their libsndfile writers seek back into what they
 // wrote to fix headers, so bytes cannot go out before the end).
 [[nodiscard]] bool streams_incrementally(AudioFormat format);
 
@@ -115,6 +125,9 @@ struct DecodeOptions {
 //   wav  the first push (or finish(), if nothing was pushed) returns a 44-byte header whose
 //        RIFF and data sizes are 0xFFFFFFFF (length unknown, as streaming servers send), then
 //        PCM16 data; readers that honour the streaming convention read to end of stream.
+//   aac  each push returns the ADTS frames complete so far (the encoder holds up to about two
+//        AAC frames of samples: 1024 frames each); finish() returns the rest. One encoder runs
+//        across all chunks, so the concatenated bytes equal one continuous ADTS stream.
 //   flac, opus, mp3  push buffers the samples (bounded by max_buffered_samples) and returns
 //        nothing; finish() returns the whole file from encode_audio().
 class AudioStreamEncoder {
@@ -130,6 +143,9 @@ class AudioStreamEncoder {
     // invalid_argument for a bad rate / channel count, unimplemented when the format cannot be
     // written by this build.
     [[nodiscard]] static Result<AudioStreamEncoder> create(const Options& options);
+    ~AudioStreamEncoder();
+    AudioStreamEncoder(AudioStreamEncoder&&) noexcept;
+    AudioStreamEncoder& operator=(AudioStreamEncoder&&) noexcept;
 
     // Bytes to send now (possibly empty). Fails on a chunk whose rate or channels differ, and
     // after finish().
@@ -140,12 +156,13 @@ class AudioStreamEncoder {
     [[nodiscard]] const Options& options() const { return options_; }
 
   private:
-    explicit AudioStreamEncoder(const Options& options) : options_(options) {}
+    explicit AudioStreamEncoder(const Options& options);
 
     Options options_;
     bool header_sent_ = false;
     bool finished_ = false;
     AudioBuffer pending_;  // buffered formats
+    std::unique_ptr<detail::AacEncoder> aac_;
 };
 
 }  // namespace omnirt::media

@@ -1,5 +1,5 @@
 // Whole-buffer encoders: wav and pcm written directly, flac / opus / mp3 through libsndfile's
-// virtual IO into memory.
+// virtual IO into memory, aac through FFmpeg (aac_encoder.h).
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "media/aac_encoder.h"
 #include "media/internal.h"
 
 namespace omnirt::media {
@@ -104,6 +105,12 @@ Result<std::string> encode_audio(const AudioBuffer& buffer, AudioFormat format) 
             out.reserve(out.size() + data_bytes);
             detail::append_s16le(buffer.samples, out);
             return out;
+        }
+        case AudioFormat::aac: {
+            OMNI_TRY(auto encoder, detail::AacEncoder::create(buffer.sample_rate, buffer.channels));
+            OMNI_TRY(std::string out, encoder->push(buffer.samples));
+            OMNI_TRY(std::string tail, encoder->finish());
+            return out + tail;
         }
         case AudioFormat::flac:
         case AudioFormat::opus:

@@ -1,8 +1,10 @@
-// Format names, content types and the runtime probe of libsndfile's writers.
+// Format names, content types and the runtime probe of libsndfile's writers (and FFmpeg's AAC
+// encoder).
 #include <sndfile.h>
 
 #include <string>
 
+#include "media/aac_encoder.h"
 #include "media/audio.h"
 
 namespace omnirt::media {
@@ -24,9 +26,10 @@ Result<AudioFormat> parse_audio_format(std::string_view name) {
     if (name == "flac") return AudioFormat::flac;
     if (name == "opus") return AudioFormat::opus;
     if (name == "mp3") return AudioFormat::mp3;
+    if (name == "aac") return AudioFormat::aac;
     std::string shown(name.substr(0, 64));
-    return fail(ErrorCode::invalid_argument,
-                "unsupported audio format '" + shown + "'; accepted: wav, pcm, flac, opus, mp3");
+    return fail(ErrorCode::invalid_argument, "unsupported audio format '" + shown +
+                                                 "'; accepted: wav, pcm, flac, opus, mp3, aac");
 }
 
 std::string_view to_string(AudioFormat format) {
@@ -41,6 +44,8 @@ std::string_view to_string(AudioFormat format) {
             return "opus";
         case AudioFormat::mp3:
             return "mp3";
+        case AudioFormat::aac:
+            return "aac";
     }
     return "unknown";
 }
@@ -57,6 +62,8 @@ std::string_view content_type(AudioFormat format) {
             return "audio/ogg";
         case AudioFormat::mp3:
             return "audio/mpeg";
+        case AudioFormat::aac:
+            return "audio/aac";
     }
     return "application/octet-stream";
 }
@@ -82,6 +89,8 @@ bool format_available(AudioFormat format) {
                 libsndfile_can_write(SF_FORMAT_MPEG, SF_FORMAT_MPEG_LAYER_III, 48000, 1);
             return available;
         }
+        case AudioFormat::aac:
+            return detail::aac_available();
     }
     return false;
 }

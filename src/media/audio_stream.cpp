@@ -1,13 +1,19 @@
-// AudioStreamEncoder: incremental wav / pcm, whole-file flac / opus / mp3 at finish().
+// AudioStreamEncoder: incremental wav / pcm / aac, whole-file flac / opus / mp3 at finish().
 #include <string>
 
+#include "media/aac_encoder.h"
 #include "media/internal.h"
 
 namespace omnirt::media {
 
 bool streams_incrementally(AudioFormat format) {
-    return format == AudioFormat::wav || format == AudioFormat::pcm;
+    return format == AudioFormat::wav || format == AudioFormat::pcm || format == AudioFormat::aac;
 }
+
+AudioStreamEncoder::AudioStreamEncoder(const Options& options) : options_(options) {}
+AudioStreamEncoder::~AudioStreamEncoder() = default;
+AudioStreamEncoder::AudioStreamEncoder(AudioStreamEncoder&&) noexcept = default;
+AudioStreamEncoder& AudioStreamEncoder::operator=(AudioStreamEncoder&&) noexcept = default;
 
 Result<AudioStreamEncoder> AudioStreamEncoder::create(const Options& options) {
     const AudioBuffer shape{
@@ -19,10 +25,13 @@ Result<AudioStreamEncoder> AudioStreamEncoder::create(const Options& options) {
         return fail(ErrorCode::invalid_argument, "max_buffered_samples must be positive");
     }
     if (!format_available(options.format)) {
-        return fail(ErrorCode::unimplemented, "this build's libsndfile cannot write " +
-                                                  std::string(to_string(options.format)));
+        return fail(ErrorCode::unimplemented,
+                    "this build cannot write " + std::string(to_string(options.format)));
     }
     AudioStreamEncoder encoder(options);
+    if (options.format == AudioFormat::aac) {
+        OMNI_TRY(encoder.aac_, detail::AacEncoder::create(options.sample_rate, options.channels));
+    }
     encoder.pending_ = shape;
     return encoder;
 }
@@ -48,6 +57,8 @@ Result<std::string> AudioStreamEncoder::push(const AudioBuffer& chunk) {
         case AudioFormat::pcm:
             detail::append_s16le(chunk.samples, out);
             return out;
+        case AudioFormat::aac:
+            return aac_->push(chunk.samples);
         case AudioFormat::flac:
         case AudioFormat::opus:
         case AudioFormat::mp3:
@@ -73,6 +84,8 @@ Result<std::string> AudioStreamEncoder::finish() {
             return detail::wav_header(options_.sample_rate, options_.channels, 0xFFFFFFFFu);
         case AudioFormat::pcm:
             return std::string();
+        case AudioFormat::aac:
+            return aac_->finish();
         case AudioFormat::flac:
         case AudioFormat::opus:
         case AudioFormat::mp3:

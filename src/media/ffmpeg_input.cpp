@@ -28,6 +28,12 @@ std::string av_error_text(int code) {
     return text;
 }
 
+void quiet_ffmpeg_log() {
+    // Process-wide: omnirt is FFmpeg's only user in the process.
+    static std::once_flag quiet;
+    std::call_once(quiet, [] { av_log_set_level(AV_LOG_FATAL); });
+}
+
 int MemoryDemuxer::read(void* opaque, std::uint8_t* buffer, int size) {
     auto* self = static_cast<MemoryDemuxer*>(opaque);
     const auto total = static_cast<std::int64_t>(self->bytes_.size());
@@ -66,10 +72,7 @@ std::int64_t MemoryDemuxer::seek(void* opaque, std::int64_t offset, int whence) 
 Result<std::unique_ptr<MemoryDemuxer>> MemoryDemuxer::open(std::span<const std::byte> bytes,
                                                            const char* allowed_formats) {
     if (bytes.empty()) return fail(ErrorCode::invalid_argument, "media data is empty");
-    // Hostile inputs make FFmpeg log to stderr; every failure reaches the caller as a Status
-    // instead. (Process-wide: omnirt is FFmpeg's only user in the process.)
-    static std::once_flag quiet;
-    std::call_once(quiet, [] { av_log_set_level(AV_LOG_FATAL); });
+    quiet_ffmpeg_log();
     std::unique_ptr<MemoryDemuxer> self(new MemoryDemuxer());
     self->bytes_ = bytes;
     auto* buffer = static_cast<std::uint8_t*>(av_malloc(kIoBufferSize));

@@ -18,6 +18,9 @@ extern "C" {
 namespace omnirt::media::detail {
 
 [[nodiscard]] std::string av_error_text(int code);
+// Silences FFmpeg's own logging (once per process): every failure reaches the caller as a
+// Status instead, and hostile inputs would otherwise fill stderr.
+void quiet_ffmpeg_log();
 
 struct FrameDeleter {
     void operator()(AVFrame* frame) const { av_frame_free(&frame); }

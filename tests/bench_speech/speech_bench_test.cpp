@@ -130,7 +130,8 @@ TEST(SpeechBench, OptionErrors) {
 }
 
 // S2-Pro's vocoder alone on the tiny codec (dummy weights): every frame its own chunk, the first
-// audio chunk after 5 frames, the rest at the end; each chunk's cost reported.
+// audio chunk after 5 frames, the next after 10 (the chunks double), the rest at the end; each
+// chunk's cost reported.
 TEST(SpeechBenchTest, S2ProVocoderOnlyReportsEveryChunk) {
     SpeechBenchOptions options{.pipeline = "s2_pro",
                                .requests = 1,
@@ -141,14 +142,15 @@ TEST(SpeechBenchTest, S2ProVocoderOnlyReportsEveryChunk) {
     ASSERT_TRUE(report.has_value()) << report.error().to_string();
     ASSERT_EQ(report->levels.size(), 1u);
     EXPECT_EQ(report->levels[0].failed, 0);
-    ASSERT_EQ(report->chunk_costs.size(), 2u);
+    ASSERT_EQ(report->chunk_costs.size(), 3u);
     EXPECT_EQ(report->chunk_costs[0].frames, 5);
-    EXPECT_EQ(report->chunk_costs[0].frames + report->chunk_costs[1].frames, 22);
-    EXPECT_NEAR(report->chunk_costs[1].audio_end_s, 22 * 2048 / 44100.0, 1e-9);
-    EXPECT_GT(report->chunk_costs[1].ms, 0);
+    EXPECT_EQ(report->chunk_costs[1].frames, 10);
+    EXPECT_EQ(report->chunk_costs[2].frames, 7);
+    EXPECT_NEAR(report->chunk_costs[2].audio_end_s, 22 * 2048 / 44100.0, 1e-9);
+    EXPECT_GT(report->chunk_costs[2].ms, 0);
     const auto json = nlohmann::json::parse(speech_report_json(*report));
     EXPECT_EQ(json["mode"], "vocoder_only");
-    EXPECT_EQ(json["chunks"].size(), 2u);
+    EXPECT_EQ(json["chunks"].size(), 3u);
     EXPECT_NE(format_speech_table(*report).find("chunk   1:"), std::string::npos);
 }
 

@@ -207,7 +207,8 @@ TEST(AudioResponseEncoder, WholeFileFormatsComeOutAtTheEndAndNothingWithoutAudio
 TEST(ResponseAudioFormat, ChatNamesMapOntoMediaFormats) {
     EXPECT_EQ(response_audio_format("pcm16").value(), media::AudioFormat::pcm);
     EXPECT_EQ(response_audio_format("opus").value(), media::AudioFormat::opus);
-    EXPECT_FALSE(response_audio_format("aac").has_value());
+    EXPECT_EQ(response_audio_format("aac").value(), media::AudioFormat::aac);
+    EXPECT_FALSE(response_audio_format("m4a").has_value());
     EXPECT_FALSE(response_audio_format("WAV").has_value());
 }
 

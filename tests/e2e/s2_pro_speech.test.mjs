@@ -192,6 +192,7 @@ const kFormats = {
     flac: { type: 'audio/flac', codec: 'flac', rate: 44_100 },
     mp3: { type: 'audio/mpeg', codec: 'mp3', rate: 44_100 },
     opus: { type: 'audio/ogg', codec: 'opus', rate: 48_000 },
+    aac: { type: 'audio/aac', codec: 'aac', rate: 44_100 },
 };
 
 async function speechSse(extra) {
@@ -244,9 +245,9 @@ test('every response_format decodes: file (usage headers), SSE, raw stream', { s
         const rawProbed = await probe(raw.bytes, format);
         assert.equal(rawProbed.codec, want.codec, `${format} raw`);
     }
-    const aac = await speech({ response_format: 'aac' });
-    assert.equal(aac.status, 400, 'aac is not produced');
-    assertOpenAIError(JSON.parse(aac.bytes.toString('utf8')), { param: 'response_format' });
+    const m4a = await speech({ response_format: 'm4a' });
+    assert.equal(m4a.status, 400, 'm4a is not produced');
+    assertOpenAIError(JSON.parse(m4a.bytes.toString('utf8')), { param: 'response_format' });
 });
 
 test('bad input: 400 naming the field', async () => {
@@ -266,4 +267,43 @@ test('bad input: 400 naming the field', async () => {
         assertOpenAIError(JSON.parse(bytes.toString('utf8')), { param });
     }
     expectAudio(await speech({}), 'after the errors');
+});
+
+// SGLang-Omni's benchmarks/eval/benchmark_tts_speed.py (non-streaming) sends exactly these fields
+// (voice cloning: ref_audio is a local path, the meta.lst directory joined with its entry; plain
+// TTS with --no-ref-audio leaves ref_audio / ref_text out), and reads: the status, the WAV's
+// duration as (bytes - 44) / (rate * channels * bits / 8) from the header at offsets 22, 24, 34,
+// and X-Prompt-Tokens, X-Completion-Tokens and X-Engine-Time (tok/s = completion / engine time).
+test('the SGLang-Omni benchmark client\'s request and response shapes', async () => {
+    const refAudio = path.join(mediaDir, 'voice.wav');
+    for (const extra of [{ ref_audio: refAudio, ref_text: 'A voice.' }, {}]) {
+        const response = await fetch(`${server.origin}/v1/audio/speech`, {
+            method: 'POST',
+            headers: { 'content-type': 'application/json' },
+            body: JSON.stringify({ model: modelId, input: 'Hello there.', response_format: 'wav',
+                                   ...extra, max_new_tokens: 4 }),
+            signal: AbortSignal.timeout(kRequestTimeoutMs),
+        });
+        const bytes = Buffer.from(await response.arrayBuffer());
+        const what = extra.ref_audio ? 'voice cloning' : 'plain';
+        assert.equal(response.status, 200, `${what}: ${bytes.toString('utf8', 0, 300)}`);
+        const rate = bytes.readUInt32LE(24);
+        const channels = bytes.readUInt16LE(22);
+        const bits = bytes.readUInt16LE(34);
+        assert.deepEqual([rate, channels, bits], [44_100, 1, 16], what);
+        const seconds = (bytes.length - 44) / (rate * channels * bits / 8);
+        assert.equal(seconds, parseWav(bytes).data.length / 2 / 44_100, `${what}: 44-byte header`);
+        assert.ok(seconds > 0, `${what}: no audio`);
+        const prompt = Number(response.headers.get('x-prompt-tokens'));
+        const completion = Number(response.headers.get('x-completion-tokens'));
+        const engineTime = Number(response.headers.get('x-engine-time'));
+        assert.ok(Number.isInteger(prompt) && prompt > 0, `${what}: X-Prompt-Tokens ${prompt}`);
+        assert.ok(Number.isInteger(completion) && completion >= 1 && completion <= 4,
+                  `${what}: X-Completion-Tokens ${completion} (max_new_tokens 4)`);
+        assert.ok(Number.isFinite(engineTime) && engineTime > 0, `${what}: X-Engine-Time ${engineTime}`);
+    }
+    // max_new_tokens is checked like max_tokens, under its own name.
+    const { status, bytes } = await speech({ max_tokens: undefined, max_new_tokens: 0 });
+    assert.equal(status, 400, bytes.toString('utf8', 0, 300));
+    assertOpenAIError(JSON.parse(bytes.toString('utf8')), { param: 'max_new_tokens' });
 });

@@ -159,8 +159,8 @@ describe('speech, streaming (SSE)', () => {
 });
 
 describe('speech, validation', () => {
-    test('response_format "aac" is a 400 on response_format', async () => {
-        const error = await expectApiError(() => speech({ response_format: 'aac' }), 400);
+    test('response_format "m4a" is a 400 on response_format', async () => {
+        const error = await expectApiError(() => speech({ response_format: 'm4a' }), 400);
         assert.equal(error.param, 'response_format');
     });
 

@@ -7,7 +7,7 @@ namespace {
 
 TEST(AudioFormat, ParsesEveryAcceptedName) {
     for (AudioFormat format : {AudioFormat::wav, AudioFormat::pcm, AudioFormat::flac,
-                               AudioFormat::opus, AudioFormat::mp3}) {
+                               AudioFormat::opus, AudioFormat::mp3, AudioFormat::aac}) {
         auto parsed = parse_audio_format(to_string(format));
         ASSERT_TRUE(parsed.has_value()) << to_string(format);
         EXPECT_EQ(*parsed, format);
@@ -16,11 +16,11 @@ TEST(AudioFormat, ParsesEveryAcceptedName) {
 
 TEST(AudioFormat, UnknownNamesFailNamingTheAcceptedFormats) {
     for (std::string_view name : std::initializer_list<std::string_view>{
-             "", "WAV", "aac", "ogg", "mp3 ", "opus;flac", std::string_view("wav\0x", 5)}) {
+             "", "WAV", "m4a", "AAC", "ogg", "mp3 ", "opus;flac", std::string_view("wav\0x", 5)}) {
         auto parsed = parse_audio_format(name);
         ASSERT_FALSE(parsed.has_value()) << name;
         EXPECT_EQ(parsed.error().code, ErrorCode::invalid_argument);
-        EXPECT_NE(parsed.error().message.find("wav, pcm, flac, opus, mp3"), std::string::npos);
+        EXPECT_NE(parsed.error().message.find("wav, pcm, flac, opus, mp3, aac"), std::string::npos);
     }
 }
 
@@ -37,6 +37,7 @@ TEST(AudioFormat, ContentTypes) {
     EXPECT_EQ(content_type(AudioFormat::flac), "audio/flac");
     EXPECT_EQ(content_type(AudioFormat::opus), "audio/ogg");
     EXPECT_EQ(content_type(AudioFormat::mp3), "audio/mpeg");
+    EXPECT_EQ(content_type(AudioFormat::aac), "audio/aac");
 }
 
 TEST(AudioFormat, WavPcmFlacOpusAreAlwaysAvailableHere) {
@@ -47,15 +48,17 @@ TEST(AudioFormat, WavPcmFlacOpusAreAlwaysAvailableHere) {
     EXPECT_TRUE(format_available(AudioFormat::opus));
 }
 
-TEST(AudioFormat, Mp3AvailabilityMatchesWhatEncodeDoes) {
+TEST(AudioFormat, Mp3AndAacAvailabilityMatchesWhatEncodeDoes) {
     AudioBuffer buffer{.sample_rate = 24000, .channels = 1, .samples = std::vector<float>(2400)};
-    auto encoded = encode_audio(buffer, AudioFormat::mp3);
-    if (format_available(AudioFormat::mp3)) {
-        EXPECT_TRUE(encoded.has_value()) << encoded.error().to_string();
-    } else {
-        ASSERT_FALSE(encoded.has_value());
-        EXPECT_EQ(encoded.error().code, ErrorCode::unimplemented);
-        EXPECT_NE(encoded.error().message.find("mp3"), std::string::npos);
+    for (AudioFormat format : {AudioFormat::mp3, AudioFormat::aac}) {
+        auto encoded = encode_audio(buffer, format);
+        if (format_available(format)) {
+            EXPECT_TRUE(encoded.has_value()) << encoded.error().to_string();
+        } else {
+            ASSERT_FALSE(encoded.has_value());
+            EXPECT_EQ(encoded.error().code, ErrorCode::unimplemented);
+            EXPECT_NE(encoded.error().message.find(to_string(format)), std::string::npos);
+        }
     }
 }
 

@@ -138,6 +138,32 @@ TEST_P(Qwen3ModelTest, SequenceAloneEqualsSequenceInABatch) {
     expect_close(together.logits[2], full_prefill_logits(*model_, c)[0], kTolerance, "c");
 }
 
+// logit_rows: the head computes those rows only (the full head's values there), -inf elsewhere.
+TEST_P(Qwen3ModelTest, LogitRowsComputeOnlyThoseRows) {
+    const std::vector<std::int64_t> rows = {1, 2, 5, config_.vocab_size - 1};
+    auto restricted = Qwen3Model::create(config_, testing::lookup_of(weights_),
+                                         {.dtype = at::kFloat, .logit_rows = rows});
+    ASSERT_TRUE(restricted.has_value()) << restricted.error().to_string();
+    const auto tokens = token_ids(7, config_.vocab_size, 3);
+    const at::Tensor full = full_prefill_logits(*model_, tokens);
+    const at::Tensor some = full_prefill_logits(**restricted, tokens);
+    ASSERT_EQ(some.sizes(), full.sizes());
+    const at::Tensor ids = at::tensor(rows, at::kLong);
+    expect_close(some[0].index_select(0, ids), full[0].index_select(0, ids), kTolerance);
+    at::Tensor others = at::ones({config_.vocab_size}, at::kBool);
+    others.index_fill_(0, ids, false);
+    EXPECT_TRUE(at::all(at::isinf(some[0].masked_select(others))).item<bool>());
+    EXPECT_TRUE(at::all(some[0].masked_select(others) < 0).item<bool>());
+    for (const std::vector<std::int64_t>& bad :
+         std::vector<std::vector<std::int64_t>>{{2, 1}, {1, 1}, {-1, 3}, {0, config_.vocab_size}}) {
+        auto refused = Qwen3Model::create(config_, testing::lookup_of(weights_),
+                                          {.dtype = at::kFloat, .logit_rows = bad});
+        ASSERT_FALSE(refused.has_value());
+        EXPECT_EQ(refused.error().code, ErrorCode::invalid_argument);
+        EXPECT_NE(refused.error().message.find("logit_rows"), std::string::npos);
+    }
+}
+
 // The batched gathered attention (what CUDA runs) gives the CPU kernel's logits for a batch of
 // decode, prefill chunk and fresh prefill rows.
 TEST_P(Qwen3ModelTest, GatheredAttentionPathEqualsTheCpuKernel) {

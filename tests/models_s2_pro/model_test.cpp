@@ -92,8 +92,18 @@ TEST(S2ProModelTest, SlowArMatchesTheReferenceWithCodeEmbeddings) {
     const at::Tensor logits = at::matmul(hidden, table.t());
     EXPECT_TRUE(at::allclose(output->hidden[0], hidden, 1e-4, 1e-4))
         << (output->hidden[0] - hidden).abs().max().item<float>();
-    EXPECT_TRUE(at::allclose(output->logits[0], logits, 1e-4, 1e-3))
-        << (output->logits[0] - logits).abs().max().item<float>();
+    // The head computes only <|im_end|> and the semantic ids (section 4.5); the rest are -inf.
+    at::Tensor allowed = at::zeros({config.text.vocab_size}, at::kBool);
+    allowed
+        .narrow(0, config.ids.semantic_begin,
+                config.ids.semantic_end - config.ids.semantic_begin + 1)
+        .fill_(true);
+    allowed[config.ids.im_end] = true;
+    const at::Tensor computed = output->logits[0].masked_select(allowed);
+    EXPECT_TRUE(at::allclose(computed, logits.masked_select(allowed), 1e-4, 1e-3))
+        << (computed - logits.masked_select(allowed)).abs().max().item<float>();
+    const at::Tensor rest = output->logits[0].masked_select(allowed.logical_not());
+    EXPECT_TRUE(at::all(at::isinf(rest) & (rest < 0)).item<bool>());
 
     // One decode step with a fed-back frame at position 9 matches the longer reference.
     const std::vector<std::int64_t> fed = {33, 1, 2, 3, 4, 5, 6, 7, 8, 9};

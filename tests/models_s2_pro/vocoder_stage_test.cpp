@@ -1,7 +1,8 @@
 // s2_pro.vocoder over a generated checkpoint's codec: frames streamed one by one (as s2_pro.tts
-// streams them) or several per chunk come out as audio chunks of first_chunk_frames, then
-// chunk_frames frames, the remainder at the end; together they equal one decode of all frames;
-// requests interleave independently; a malformed chunk fails its request only.
+// streams them) or several per chunk come out as audio chunks of first_chunk_frames, then twice
+// as many each chunk up to chunk_frames frames, the remainder at the end; together they equal one
+// decode of all frames; requests interleave independently; a malformed chunk fails its request
+// only.
 #include "models/s2_pro/vocoder_stage.h"
 
 #include <ATen/ATen.h>
@@ -52,7 +53,7 @@ class S2ProVocoderStageTest : public ::testing::Test {
         auto stage = make_vocoder_stage(
             pipeline::StageContext{.stage_name = "vocoder",
                                    .args = Map{{"model_path", Value(directory_->string())},
-                                               {"first_chunk_frames", Value(3)},
+                                               {"first_chunk_frames", Value(1)},
                                                {"chunk_frames", Value(4)}},
                                    .stream_sources = {"tts"},
                                    .terminal = true});
@@ -135,11 +136,12 @@ TEST_F(S2ProVocoderStageTest, StreamedChunksEqualOneDecodeOfAllFrames) {
     push_end("a");
     push_end("b");
     auto out = collect(2);
-    // a: 3, then 4, 4, then the last 1 frame.
-    ASSERT_EQ(out["a"].audio.size(), 4u);
-    EXPECT_EQ(out["a"].audio[0].size(0), 3 * 2048);
-    EXPECT_EQ(out["a"].audio[1].size(0), 4 * 2048);
-    EXPECT_EQ(out["a"].audio[3].size(0), 1 * 2048);
+    // a: 1, then twice as many up to chunk_frames: 2, 4, 4, then the last 1 frame.
+    const std::vector<std::int64_t> frames = {1, 2, 4, 4, 1};
+    ASSERT_EQ(out["a"].audio.size(), frames.size());
+    for (std::size_t i = 0; i < frames.size(); ++i) {
+        EXPECT_EQ(out["a"].audio[i].size(0), frames[i] * 2048) << "chunk " << i;
+    }
     for (const char* id : {"a", "b"}) {
         ASSERT_TRUE(out[id].last.has_value());
         ASSERT_EQ(out[id].last->kind, pipeline::OutgoingKind::result)

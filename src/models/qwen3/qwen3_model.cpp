@@ -2,7 +2,10 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
+#include <limits>
 #include <optional>
 #include <string>
 #include <utility>
@@ -30,6 +33,21 @@ Result<std::unique_ptr<Qwen3Model>> Qwen3Model::create(const Qwen3Config& config
                                                        .tp_size = tp ? tp->size() : 1,
                                                        .embed_name = options.embed_name,
                                                        .lm_head_name = options.lm_head_name}));
+    if (!options.logit_rows.empty()) {
+        if (tp != nullptr && tp->size() > 1) {
+            return fail(ErrorCode::invalid_argument,
+                        "Qwen3Model: logit_rows needs a single rank (no tensor parallelism)");
+        }
+        const auto& rows = options.logit_rows;
+        const bool ascending =
+            std::adjacent_find(rows.begin(), rows.end(), std::greater_equal<>()) == rows.end();
+        if (!ascending || rows.front() < 0 || rows.back() >= config.vocab_size) {
+            return fail(ErrorCode::invalid_argument,
+                        "Qwen3Model: logit_rows must be ascending, unique and below the vocabulary "
+                        "size " +
+                            std::to_string(config.vocab_size));
+        }
+    }
     if (!options.rotary) {
         options.rotary = std::make_unique<DefaultRotaryEmbedding>(
             static_cast<int>(config.head_dim), config.rope_theta, config.max_position_embeddings,
@@ -48,6 +66,10 @@ Qwen3Model::Qwen3Model(const Qwen3Config& config, Qwen3Weights weights, Qwen3Mod
       tensor_parallel_(std::move(options.tensor_parallel)),
       gathered_attention_(options.gathered_attention) {
     if (tensor_parallel_ && tensor_parallel_->size() == 1) tensor_parallel_.reset();
+    if (!options.logit_rows.empty()) {
+        head_row_ids_ = at::tensor(options.logit_rows, at::kLong).to(device_);
+        head_rows_ = weights_.lm_head.index_select(0, head_row_ids_).contiguous();
+    }
 }
 
 engine::KVCacheSpec Qwen3Model::kv_spec() const {
@@ -305,6 +327,13 @@ void Qwen3Model::decoder_layer(std::int64_t index, at::Tensor& x, const RotaryTa
 }
 
 at::Tensor Qwen3Model::lm_head(const at::Tensor& hidden) const {
+    if (head_rows_.defined()) {
+        at::Tensor logits =
+            at::full({hidden.size(0), config_.vocab_size}, -std::numeric_limits<float>::infinity(),
+                     at::TensorOptions().dtype(at::kFloat).device(device_));
+        logits.index_copy_(1, head_row_ids_, project(hidden, head_rows_).to(at::kFloat));
+        return logits;
+    }
     at::Tensor logits = project(hidden, weights_.lm_head).to(at::kFloat);
     if (!tensor_parallel_) return logits;
     // Vocabulary-parallel: every rank's rows, padded to the same width, gathered in rank order.

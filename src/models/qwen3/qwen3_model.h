@@ -10,7 +10,8 @@
 //               sequence over its cached context; x += a * Wo^T;
 //               x += SwiGLU(RMSNorm(x)) (dense) or the routed experts' sum (MoE), plus
 //               sigmoid(gate(h)) * shared expert(h) where there is a shared expert
-//   logits = RMSNorm(x[last token of each sequence]) * lm_head^T, float32.
+//   logits = RMSNorm(x[last token of each sequence]) * lm_head^T, float32 (with
+//            options.logit_rows only those rows of lm_head; every other logit is -inf).
 // Layer injections (DeepStack) are added to x after their layer, and captures copy x there (0:
 // after the embedding); positions come from SequenceInput::positions when given (the rotary
 // embedding decides how many axes it takes: 1, or 3 for M-RoPE).
@@ -28,7 +29,9 @@
 // Thread safety: create() may run on any thread; forward() is driven by one engine thread and is
 // not reentrant (the rotary table cache is mutable). The weights are immutable after create().
 #include <ATen/core/Tensor.h>
+
 #include <c10/core/Device.h>
+#include <vector>
 
 #include <cstdint>
 #include <memory>
@@ -61,6 +64,11 @@ struct Qwen3ModelOptions {
     // Attention through the batched gathered path (engine/attention_index.h) on the CPU too,
     // instead of the CPU kernel: what every other device runs; for tests and comparisons.
     bool gathered_attention = false;
+    // The only token ids a caller ever samples (ascending, unique, in the vocabulary), e.g.
+    // S2-Pro's semantic tokens and <|im_end|>: the head multiplies only those rows of lm_head
+    // (a copy of them made at create()) and every other logit is -inf. Empty: every row. One
+    // rank only. On a small model with a large vocabulary the head is most of a decode step.
+    std::vector<std::int64_t> logit_rows;
 };
 
 class Qwen3Model final : public engine::ModelRunner {
@@ -129,6 +137,8 @@ class Qwen3Model final : public engine::ModelRunner {
     std::unique_ptr<RotaryEmbedding> rotary_;
     std::shared_ptr<engine::TpCommunicator> tensor_parallel_;
     bool gathered_attention_;
+    at::Tensor head_rows_;     // options.logit_rows of lm_head [rows, hidden]; undefined: all
+    at::Tensor head_row_ids_;  // their ids (int64, on the device)
 };
 
 }  // namespace omnirt::models::qwen3

@@ -1,5 +1,7 @@
 #include "models/s2_pro/s2_pro_model.h"
 
+#include <algorithm>
+
 #include <ATen/ATen.h>
 
 #include <cmath>
@@ -40,6 +42,15 @@ Result<S2ProModel> load_s2_pro_model(const S2ProConfig& config, const qwen3::Wei
     qwen3::Qwen3ModelOptions options{.dtype = dtype, .device = device};
     options.rotary = std::make_unique<FishRotaryEmbedding>(
         config.text.head_dim, config.text.rope_base, config.text.max_seq_len, device);
+    // Only <|im_end|> and the semantic ids are ever sampled (section 4.5): the head computes
+    // those 4097 rows instead of the whole 155776-row vocabulary.
+    options.logit_rows.push_back(config.ids.im_end);
+    for (std::int64_t id = config.ids.semantic_begin; id <= config.ids.semantic_end; ++id) {
+        options.logit_rows.push_back(id);
+    }
+    std::ranges::sort(options.logit_rows);
+    options.logit_rows.erase(std::unique(options.logit_rows.begin(), options.logit_rows.end()),
+                             options.logit_rows.end());
     OMNI_TRY(auto slow,
              qwen3::Qwen3Model::create(
                  slow_config, fish_stack_lookup(lookup, config.text, std::string(kTextPrefix)),

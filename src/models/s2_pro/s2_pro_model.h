@@ -2,7 +2,9 @@
 // The S2-Pro Dual-AR model for the AR engine (fact sheet sections 4-6):
 //   slow AR   qwen3::Qwen3Model over `text_model.model.*` (the shared decoder stack), answered
 //             from the fish names by fish_stack_lookup() (q / k rows de-interleaved) with
-//             FishRotaryEmbedding (bf16-rounded table); tied head = embeddings
+//             FishRotaryEmbedding (bf16-rounded table); tied head = embeddings, restricted to
+//             the rows of <|im_end|> and the semantic ids (Qwen3ModelOptions::logit_rows: every
+//             other logit is -inf, the section 4.5 constraint)
 //   fast AR   FastAr (fast_ar.h), the engine's depth model
 //   codebook embedding (`audio_decoder.codebook_embeddings.weight`): the slow AR's input at
 //             reference frames and at every fed-back frame, made by FrameEmbedder

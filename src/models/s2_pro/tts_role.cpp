@@ -39,14 +39,7 @@ Result<at::Tensor> read_ints(const Value& data, const std::string& key) {
 }  // namespace
 
 S2ProRole::S2ProRole(std::shared_ptr<const FrameEmbedder> embedder)
-    : embedder_(std::move(embedder)) {
-    const S2ProConfig& config = embedder_->config();
-    for (std::int64_t id = 0; id < config.text.vocab_size; ++id) {
-        if (id != config.ids.im_end && !config.ids.is_semantic(id)) {
-            suppressed_.push_back(static_cast<std::int32_t>(id));
-        }
-    }
-}
+    : embedder_(std::move(embedder)) {}
 
 Result<engine::RequestSetup> S2ProRole::open_request(const StagePayload& payload) {
     OMNI_TRY(engine::RequestSetup setup, engine::read_request_setup(payload));
@@ -100,10 +93,6 @@ Result<engine::RequestSetup> S2ProRole::open_request(const StagePayload& payload
         }
     }
     return setup;
-}
-
-std::span<const std::int32_t> S2ProRole::suppressed_tokens(const engine::ArSequence& /*sequence*/) {
-    return suppressed_;
 }
 
 Result<at::Tensor> S2ProRole::feedback(engine::ArSequence& /*sequence*/,

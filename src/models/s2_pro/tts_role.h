@@ -7,7 +7,9 @@
 //                 embedding (FrameEmbedder) instead of its token embedding; the engine hashes
 //                 those values into the prefix-cache keys, so two references with the same
 //                 semantic ids but other residual codes never share KV blocks
-//   suppressed    every id except the semantic ids and <|im_end|> (the section 4.5 constraint)
+//   suppressed    nothing: the slow AR's head (load_s2_pro_model) computes only the semantic
+//                 ids and <|im_end|>, every other logit is -inf (the section 4.5 constraint), so
+//                 no step spends time banning the other ~151,700 ids
 //   feedback      the frame embedding of the sampled semantic token and its codes c_0..c_9 (the
 //                 fast AR's, depth model) at the next position
 // The result is the engine's default: output_ids and codes [frames, 1 + num_codebooks] (token,
@@ -30,14 +32,11 @@ class S2ProRole final : public engine::ArRole {
     // prompt, not ascending, or at a non-semantic id; vq_codes of another shape or with codes
     // outside [0, codebook_size).
     [[nodiscard]] Result<engine::RequestSetup> open_request(const StagePayload& payload) override;
-    [[nodiscard]] std::span<const std::int32_t> suppressed_tokens(
-        const engine::ArSequence& sequence) override;
     [[nodiscard]] Result<at::Tensor> feedback(engine::ArSequence& sequence,
                                               const engine::TokenStep& step) override;
 
   private:
     std::shared_ptr<const FrameEmbedder> embedder_;
-    std::vector<std::int32_t> suppressed_;
 };
 
 }  // namespace omnirt::models::s2_pro

@@ -77,12 +77,13 @@ Result<std::unique_ptr<pipeline::Scheduler>> make_tts_stage(const pipeline::Stag
     OMNI_TRY(
         engine::SamplingParams depth,
         engine::parse_sampling_args(context, who, "depth_", defaults.sampling, args.max_tokens));
-    torch_bridge::set_intra_op_threads(args.num_threads);
     const at::ScalarType dtype = args.dtype == DType::bf16 ? at::kBFloat16 : at::kFloat;
 
     auto weights = open_weights(std::filesystem::path(args.model_path), args.load_format,
                                 args.dtype, args.dummy_seed);
     if (!weights) return fail(weights.error().with_context(who));
+    torch_bridge::set_intra_op_threads(
+        torch_bridge::intra_op_threads_for(args.num_threads, weights->config.text.dim));
     const at::Device device = torch_bridge::to_torch_device(context.device);
     auto model = load_s2_pro_model(weights->config, weights->lookup, dtype, device);
     if (!model) return fail(model.error().with_context(who));

@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 
@@ -77,8 +78,11 @@ Status decode_due(const VocoderSettings& settings, VocoderStream& stream, bool f
                   pipeline::Emitter& emit) {
     const std::int64_t width = settings.codec->sizes().num_codebooks();
     const auto buffered = static_cast<std::int64_t>(stream.buffered.size()) / width;
-    const std::int64_t due =
-        stream.chunks == 0 ? settings.first_chunk_frames : settings.chunk_frames;
+    // first_chunk_frames, then twice as many each chunk up to chunk_frames: a short first chunk
+    // for the time to first audio, and each later one due while the audio before it still plays.
+    std::int64_t due = settings.first_chunk_frames;
+    for (std::int64_t k = 0; k < stream.chunks && due < settings.chunk_frames; ++k) due *= 2;
+    due = std::max(settings.first_chunk_frames, std::min(due, settings.chunk_frames));
     if (buffered == 0 || (!flush && buffered < due)) return ok_status();
     const at::Tensor codes =
         at::from_blob(stream.buffered.data(), {buffered, width}, at::kLong).t().unsqueeze(0);
@@ -159,8 +163,9 @@ Result<std::unique_ptr<pipeline::Scheduler>> make_vocoder_stage(
     if (!context.device.is_cpu()) {
         return fail(ErrorCode::unimplemented, who + ": runs on the CPU only");
     }
-    torch_bridge::set_intra_op_threads(num_threads);
     OMNI_TRY(settings->codec, open_codec(context, who));
+    torch_bridge::set_intra_op_threads(
+        torch_bridge::intra_op_threads_for(num_threads, settings->codec->sizes().decoder_dim));
 
     pipeline::StreamingHandler handler{
         .on_chunk = [settings](pipeline::StreamRequestState& state, const std::string&,

@@ -13,7 +13,8 @@
 // Output:
 //   client stream chunks {"audio": float32 [samples], "sample_rate": 44100}: the first once
 //   first_chunk_frames frames are buffered (a short first chunk for a low time to first audio),
-//   then every chunk_frames frames, the remainder when the streams are done;
+//   then chunks of twice the frames of the one before, up to chunk_frames (so each is decoded
+//   while the audio before it plays), the remainder when the streams are done;
 //   the result {"sample_rate": 44100, "samples", "frames", "usage" (the payload's, i.e. the tts
 //   stage's token counts, when it has one)}.
 //
@@ -21,7 +22,8 @@
 // with invalid_argument naming the chunk; the stage keeps serving the others.
 //
 // factory_args: model_path (required unless load_format is dummy; runtime prep injects it),
-// first_chunk_frames (5, as SGLang's stream_stride), chunk_frames (25), num_threads,
+// first_chunk_frames (5, as SGLang's stream_stride), chunk_frames (25), num_threads (0: every
+// CPU, or 1 for a codec narrower than torch_bridge::kNarrowModelWidth),
 // load_format (auto: the codec of model_path, codec.safetensors or codec.pth (codec_decoder.h);
 // dummy: seeded dummy weights of codec_preset's sizes, "release" by default, for benchmarks),
 // dummy_seed (0), dtype ("float32" (default) or "bfloat16": the codec's compute precision,

@@ -14,9 +14,9 @@
 //   GET  /, /playground/<file>   the browser playground (docs/playground.md)
 //
 // The server never blocks an IO thread: requests go to the pipeline through the client's
-// callback API, responses are written from the coordinator's threads (cheap work) or a small
-// worker pool (whole-file audio encoding). A client that goes away aborts its request in every
-// stage.
+// callback API, responses are written from a small worker pool (parsing chunks, time-stretching
+// and encoding audio), each request's events in order. A client that goes away aborts its
+// request in every stage.
 //
 // Thread safety: create / start / drain / stop from one owner thread; the client must outlive
 // the server.
@@ -77,6 +77,12 @@ struct ApiServerOptions {
     // speed 1. Off: inputs.speed goes to the pipeline, which applies it itself (the demo
     // talker). omnirt serve turns it on for model-family pipelines (their stages ignore speed).
     bool time_stretch_speech = false;
+    // Streamed speech over SSE in SGLang-Omni's event form instead of OpenAI's (for its clients,
+    // e.g. its benchmark's --stream): every event's `audio.data` is a whole file of the chunk in
+    // the response_format, the last event has the usage, then [DONE] (responses.h). Raw
+    // (stream_format "audio") and whole answers are the same in both. `omnirt serve
+    // --speech-sse sglang`.
+    bool sglang_speech_sse = false;
     // Voice activity detection for the realtime API's server_vad (GET /v1/realtime); empty:
     // realtime sessions commit their audio by hand only.
     realtime::VoiceActivityFactory vad;

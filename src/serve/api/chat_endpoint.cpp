@@ -4,8 +4,8 @@
 // with the first event, whichever is first); text deltas become `delta.content`, audio deltas
 // `delta.audio.data` in the requested format; the end sends finish_reason, usage (when asked)
 // and [DONE]. Non-streaming: the result (or, where the result lacks it, what the chunks carried)
-// becomes one chat.completion. Ends run on the work pool (audio encoding); chunks are cheap and
-// run on the coordinator's thread.
+// becomes one chat.completion. Chunks and the end run on the work pool, in order (audio
+// encoding; GenerationCall).
 #include <algorithm>
 #include <cctype>
 
@@ -51,7 +51,7 @@ class ChatCall final : public GenerationCall {
   private:
     void after_head() override { exchange().write(openai::chat_chunk_role(context_)); }
 
-    void on_chunk(const client::OutputDelta& delta) override {
+    void on_chunk(client::OutputDelta& delta) override {
         if (!delta.text.empty()) timing_.text();
         if (delta.audio) timing_.audio();
         text_ += delta.text;

@@ -39,7 +39,7 @@ class CompletionCall final : public GenerationCall {
     }
 
   private:
-    void on_chunk(const client::OutputDelta& delta) override {
+    void on_chunk(client::OutputDelta& delta) override {
         if (!delta.text.empty()) timing_.text();
         const bool with_logprobs = request_.logprobs.has_value() && !delta.logprobs.empty();
         std::optional<std::vector<openai::TokenLogprob>> logprobs;

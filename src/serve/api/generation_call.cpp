@@ -38,24 +38,50 @@ void GenerationCall::run(OmniRequest request) {
 }
 
 void GenerationCall::on_event(RequestEvent& event) {
+    // Chunks and the end run on the pool in the order they came; no chunk follows the end. A
+    // closed pool (shutdown) drops them; the HTTP layer then answers the exchange 500.
+    GenerationCall* self = this;
     if (!event.terminal()) {
-        std::lock_guard lock(mutex_);
-        if (failed_) return;
-        auto delta = client::parse_chunk(event.chunk);
-        if (!delta) {
-            fail(delta.error());
-            return;
-        }
-        on_chunk(*delta);
+        post_in_order([self, chunk = std::move(event.chunk)] {
+            if (self->failed_) return;
+            auto delta = client::parse_chunk(chunk);
+            if (!delta) {
+                self->fail(delta.error());
+                return;
+            }
+            self->on_chunk(*delta);
+        });
         return;
     }
-    // The end (and its audio encoding) runs on the pool; no chunk of this request follows. A
-    // closed pool (shutdown) drops it; the HTTP layer then answers the exchange 500.
-    auto self = shared_from_this();
-    (void)exchange_->state().pool->post([self, event = std::move(event)] {
-        std::lock_guard lock(self->mutex_);
-        self->on_end(event);
-    });
+    post_in_order([self, event = std::move(event)] { self->on_end(event); });
+}
+
+void GenerationCall::post_in_order(std::function<void()> task) {
+    {
+        std::lock_guard lock(order_mutex_);
+        in_order_.push_back(std::move(task));
+        if (draining_) return;
+        draining_ = true;
+    }
+    // The pool task keeps the call alive until the queue is empty.
+    (void)exchange_->state().pool->post([self = shared_from_this()] { self->run_in_order(); });
+}
+
+void GenerationCall::run_in_order() {
+    for (;;) {
+        std::function<void()> task;
+        {
+            std::lock_guard lock(order_mutex_);
+            if (in_order_.empty()) {
+                draining_ = false;
+                return;
+            }
+            task = std::move(in_order_.front());
+            in_order_.pop_front();
+        }
+        std::lock_guard lock(mutex_);
+        task();
+    }
 }
 
 void GenerationCall::on_end(const RequestEvent& event) {

@@ -4,11 +4,14 @@
 // formats; this part holds what they share: starting the request, abort on disconnect, the
 // threads events run on, the SSE head, and error answers.
 //
-// Threads: run() on an IO thread; on_chunk on the coordinator's thread (cheap work only);
-// on_result on the work pool (whole-file audio encoding). All of them under one mutex, so a
-// subclass needs no locking of its own. Flow control of a stream (a slow reader pauses the
-// request in the pipeline, a stalled one aborts it) runs outside that mutex.
+// Threads: run() on an IO thread; on_chunk and on_result on the work pool, one at a time per call
+// and in the pipeline's order (every chunk before the result), so time-stretching and encoding
+// never hold up the coordinator's IO thread, which serves every request's events. All of them
+// under one mutex, so a subclass needs no locking of its own. Flow control of a stream (a slow
+// reader pauses the request in the pipeline, a stalled one aborts it) takes no lock of the call.
 #include <atomic>
+#include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -34,8 +37,8 @@ class GenerationCall : public std::enable_shared_from_this<GenerationCall> {
   protected:
     GenerationCall(std::unique_ptr<Exchange> exchange, std::string request_id, bool stream);
 
-    // One chunk of the request (coordinator thread).
-    virtual void on_chunk(const client::OutputDelta& delta) = 0;
+    // One chunk of the request (work pool, in order).
+    virtual void on_chunk(client::OutputDelta& delta) = 0;
     // The request completed with `result` (work pool).
     virtual void on_result(const client::FinalOutput& result) = 0;
     // Written right after the SSE head (chat: the role chunk).
@@ -66,6 +69,10 @@ class GenerationCall : public std::enable_shared_from_this<GenerationCall> {
     // The stream's reader fell behind, caught up, or stalled (http::HttpExchange::on_flow):
     // pauses, resumes or aborts the request. Not under mutex_ (it runs inside write()).
     void on_flow(http::StreamFlow flow);
+    // Queues `task` to run on the work pool under mutex_ after every task queued before it.
+    // Any thread. At most one pool task per call drains the queue.
+    void post_in_order(std::function<void()> task);
+    void run_in_order();
 
     std::unique_ptr<Exchange> exchange_;
     const std::string request_id_;
@@ -74,6 +81,9 @@ class GenerationCall : public std::enable_shared_from_this<GenerationCall> {
     bool head_sent_ = false;
     bool failed_ = false;
     std::atomic<bool> paused_{false};  // counted in the paused-streams gauge
+    std::mutex order_mutex_;  // in_order_ and draining_ (never held while a task runs)
+    std::deque<std::function<void()>> in_order_;
+    bool draining_ = false;  // a pool task is draining in_order_
 };
 
 }  // namespace omnirt::serve::api

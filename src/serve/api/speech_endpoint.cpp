@@ -3,6 +3,8 @@
 // ApiServerOptions::time_stretch_speech the server applies `speed` to that audio, keeping pitch
 // (media/time_stretch.h): chunk by chunk as it streams, or the whole clip.
 #include <cctype>
+#include <chrono>
+#include <cstdio>
 
 #include "client/audio_output.h"
 #include "client/output.h"
@@ -32,7 +34,9 @@ class SpeechCall final : public GenerationCall {
           format_(format),
           response_format_(std::move(response_format)),
           encoder_(format),
-          timing_(this->exchange().state().metrics) {}
+          timing_(this->exchange().state().metrics),
+          started_(std::chrono::steady_clock::now()),
+          sglang_sse_(!raw && this->exchange().state().options.sglang_speech_sse) {}
 
   private:
     // inputs.text -> input; inputs.references[i]<rest> -> references[i]<rest>, or the legacy
@@ -58,7 +62,7 @@ class SpeechCall final : public GenerationCall {
         return param;
     }
 
-    void on_chunk(const client::OutputDelta& delta) override {
+    void on_chunk(client::OutputDelta& delta) override {
         if (!delta.audio) return;  // only audio reaches a speech client
         timing_.audio();
         if (!streaming()) {
@@ -91,9 +95,28 @@ class SpeechCall final : public GenerationCall {
             out = &stretched;
         }
         if (out->samples.empty()) return ok_status();
-        OMNI_TRY(std::string bytes, encoder_.push(*out));
-        write_audio(bytes);
+        return send_audio(*out);
+    }
+
+    // Streaming: `audio` (stretched) out as the stream's next bytes, or in SGLang-Omni's SSE form
+    // as a whole file of its own.
+    Status send_audio(const media::AudioBuffer& audio) {
+        audio_sent_ = true;
+        if (!sglang_sse_) {
+            OMNI_TRY(std::string bytes, encoder_.push(audio));
+            write_audio(bytes);
+            return ok_status();
+        }
+        OMNI_TRY(std::string file, media::encode_audio(audio, format_));
+        exchange().write(openai::sglang_speech_chunk_event(
+            request_id(), chunks_sent_++,
+            std::span(reinterpret_cast<const std::uint8_t*>(file.data()), file.size()),
+            response_format_, openai::speech_content_type(response_format_), audio.sample_rate));
         return ok_status();
+    }
+
+    [[nodiscard]] double seconds_since_start() const {
+        return std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
     }
 
     // Streaming: the stretcher's last samples.
@@ -101,9 +124,7 @@ class SpeechCall final : public GenerationCall {
         if (stretcher_ == nullptr) return ok_status();
         OMNI_TRY(media::AudioBuffer tail, stretcher_->finish());
         if (tail.samples.empty()) return ok_status();
-        OMNI_TRY(std::string bytes, encoder_.push(tail));
-        write_audio(bytes);
-        return ok_status();
+        return send_audio(tail);
     }
 
     [[nodiscard]] int stretch_rate() const { return stretcher_sample_rate_; }
@@ -136,7 +157,7 @@ class SpeechCall final : public GenerationCall {
                                              "server_error", "", ""};
         if (streaming()) {
             ensure_head();
-            if (!encoder_.started() && stretcher_ == nullptr && result.audio) {
+            if (!audio_sent_ && stretcher_ == nullptr && result.audio) {
                 if (auto pushed = push_stretched(*result.audio); !pushed) {
                     send_error(output_error(pushed.error()));
                     return;
@@ -144,6 +165,18 @@ class SpeechCall final : public GenerationCall {
             }
             if (auto stretched = finish_stretch(); !stretched) {
                 send_error(output_error(stretched.error()));
+                return;
+            }
+            if (sglang_sse_) {
+                if (!audio_sent_) {
+                    send_error(no_audio);
+                    return;
+                }
+                exchange().write(openai::sglang_speech_done_event(
+                    request_id(), chunks_sent_,
+                    {result.usage.prompt_tokens, result.usage.completion_tokens},
+                    seconds_since_start()));
+                exchange().finish();
                 return;
             }
             auto tail = encoder_.finish();
@@ -183,14 +216,19 @@ class SpeechCall final : public GenerationCall {
             send_error(output_error(encoded.error()));
             return;
         }
-        // The token counts as SGLang-Omni's speech API sends them (a streamed answer has them in
-        // speech.audio.done).
+        // The token counts and the engine time (seconds from accepting the request to its
+        // result, stretched and encoded) as SGLang-Omni's speech API sends them; its benchmark
+        // client reads tokens/s from them. A streamed answer has the counts in
+        // speech.audio.done.
         const auto& usage = result.usage;
+        char engine_time[32];
+        std::snprintf(engine_time, sizeof engine_time, "%.4f", seconds_since_start());
         exchange().respond(
             200, openai::speech_content_type(response_format_), std::move(*encoded),
             {{"x-prompt-tokens", std::to_string(usage.prompt_tokens)},
              {"x-completion-tokens", std::to_string(usage.completion_tokens)},
-             {"x-total-tokens", std::to_string(usage.prompt_tokens + usage.completion_tokens)}});
+             {"x-total-tokens", std::to_string(usage.prompt_tokens + usage.completion_tokens)},
+             {"x-engine-time", engine_time}});
     }
 
     const bool raw_;
@@ -203,6 +241,10 @@ class SpeechCall final : public GenerationCall {
     media::AudioBuffer audio_;  // non-streaming: the audio deltas, for results without audio
     client::AudioResponseEncoder encoder_;
     OutputTiming timing_;
+    const std::chrono::steady_clock::time_point started_;  // the call's creation (admitted)
+    const bool sglang_sse_;    // SSE in SGLang-Omni's form (ApiServerOptions::sglang_speech_sse)
+    bool audio_sent_ = false;  // streaming: some audio went out
+    std::int64_t chunks_sent_ = 0;  // SGLang-Omni SSE: its events' index
 };
 
 void speech(ApiState& state, std::shared_ptr<http::HttpExchange> http) {
@@ -229,7 +271,7 @@ void speech(ApiState& state, std::shared_ptr<http::HttpExchange> http) {
     if (!format || !media::format_available(*format)) {
         exchange->respond_error({400,
                                  "response_format '" + request->response_format +
-                                     "' cannot be produced by this server (its libsndfile "
+                                     "' cannot be produced by this server (this build "
                                      "cannot write it)",
                                  "invalid_request_error", "response_format", ""});
         return;

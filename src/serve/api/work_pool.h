@@ -1,6 +1,7 @@
 #pragma once
-// WorkPool: a few threads for CPU work that must not run on IO or coordinator threads (audio
-// encoding of whole responses). Bounded: post() blocks while the queue is full.
+// WorkPool: a few threads for CPU work that must not run on IO or coordinator threads (output
+// chunks and ends of generation requests: audio time-stretching and encoding). Bounded: post()
+// blocks while the queue is full.
 //
 // Thread safety: post() from any thread; the destructor runs what is queued, then joins.
 #include <functional>

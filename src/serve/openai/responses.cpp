@@ -226,6 +226,33 @@ std::string speech_audio_delta_event(std::span<const std::uint8_t> audio) {
     return sse(Json{{"type", "speech.audio.delta"}, {"audio", base64_encode(audio)}});
 }
 
+std::string sglang_speech_chunk_event(std::string_view id, std::int64_t index,
+                                      std::span<const std::uint8_t> file, std::string_view format,
+                                      std::string_view mime_type, int sample_rate) {
+    return sse(Json{{"id", id},
+                    {"object", "audio.speech.chunk"},
+                    {"index", index},
+                    {"audio", Json{{"data", base64_encode(file)},
+                                   {"format", format},
+                                   {"mime_type", mime_type},
+                                   {"sample_rate", sample_rate}}},
+                    {"finish_reason", nullptr}});
+}
+
+std::string sglang_speech_done_event(std::string_view id, std::int64_t index, const Usage& usage,
+                                     double engine_seconds) {
+    return sse(Json{{"id", id},
+                    {"object", "audio.speech.chunk"},
+                    {"index", index},
+                    {"audio", nullptr},
+                    {"finish_reason", "stop"},
+                    {"usage", Json{{"prompt_tokens", usage.prompt_tokens},
+                                   {"completion_tokens", usage.completion_tokens},
+                                   {"total_tokens", usage.prompt_tokens + usage.completion_tokens},
+                                   {"engine_time_s", engine_seconds}}}}) +
+           sse_done();
+}
+
 std::string speech_audio_done_event(const Usage& usage) {
     return sse(
         Json{{"type", "speech.audio.done"},

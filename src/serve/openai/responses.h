@@ -22,6 +22,10 @@
 //   finish_reason and empty text, then (include_usage) {"choices": [], "usage"}, then [DONE].
 // audio/speech SSE: {"type": "speech.audio.delta", "audio": base64} ... then
 //   {"type": "speech.audio.done", "usage": {"input_tokens", "output_tokens", "total_tokens"}}.
+//   SGLang-Omni's form: {"id", "object": "audio.speech.chunk", "index", "audio": {"data":
+//   base64 of a whole file, "format", "mime_type", "sample_rate"}, "finish_reason": null} ...,
+//   then {"id", "object", "index", "audio": null, "finish_reason": "stop", "usage":
+//   {"prompt_tokens", "completion_tokens", "total_tokens", "engine_time_s"}}, then [DONE].
 // error: {"error": {"message", "type", "param": str|null, "code": str|null}}
 // models: {"object": "list", "data": [{"id", "object": "model", "created", "owned_by"}]}
 //
@@ -122,6 +126,12 @@ struct TextCompletion {
 
 [[nodiscard]] std::string speech_audio_delta_event(std::span<const std::uint8_t> audio);
 [[nodiscard]] std::string speech_audio_done_event(const Usage& usage);
+[[nodiscard]] std::string sglang_speech_chunk_event(std::string_view id, std::int64_t index,
+                                                    std::span<const std::uint8_t> file,
+                                                    std::string_view format,
+                                                    std::string_view mime_type, int sample_rate);
+[[nodiscard]] std::string sglang_speech_done_event(std::string_view id, std::int64_t index,
+                                                   const Usage& usage, double engine_seconds);
 
 [[nodiscard]] std::string error_json(const ProtocolError& error);
 // An error as an SSE event, for failures after a stream has started: "data: {"error":...}\n\n".

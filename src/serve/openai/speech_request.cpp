@@ -8,12 +8,13 @@
 namespace omnirt::serve::openai {
 namespace {
 
-constexpr std::array<std::pair<std::string_view, std::string_view>, 5> kFormats{{
+constexpr std::array<std::pair<std::string_view, std::string_view>, 6> kFormats{{
     {"wav", "audio/wav"},
     {"pcm", "audio/pcm"},
     {"flac", "audio/flac"},
     {"opus", "audio/ogg"},
     {"mp3", "audio/mpeg"},
+    {"aac", "audio/aac"},
 }};
 
 // The body is valid UTF-8 (the JSON parser checks), so code points are the non-continuation bytes.
@@ -58,10 +59,11 @@ ProtocolResult<SpeechRequest> parse_speech_request(std::string_view body,
     OMNI_TRY_P(auto format, read_string(json, "response_format", "", 16));
     if (format) {
         if (speech_content_type(*format) == "application/octet-stream") {
-            return invalid_request("response_format",
-                                   "'response_format' must be one of wav, pcm, flac, opus, mp3, "
-                                   "not '" +
-                                       *format + "'");
+            return invalid_request(
+                "response_format",
+                "'response_format' must be one of wav, pcm, flac, opus, mp3, aac, "
+                "not '" +
+                    *format + "'");
         }
         out.response_format = std::move(*format);
     }
@@ -83,10 +85,17 @@ ProtocolResult<SpeechRequest> parse_speech_request(std::string_view body,
     out.stream =
         !out.stream_audio && (stream.value_or(false) || (stream_format && *stream_format == "sse"));
     OMNI_TRY_P(out.sampling, parse_sampling(json, ""));
+    // max_new_tokens: SGLang-Omni's name for it (its benchmark client sends it); max_tokens
+    // wins when both are given.
     OMNI_TRY_P(out.max_tokens, read_int(json, "max_tokens", ""));
+    std::string max_tokens_field = "max_tokens";
+    if (!out.max_tokens) {
+        OMNI_TRY_P(out.max_tokens, read_int(json, "max_new_tokens", ""));
+        max_tokens_field = "max_new_tokens";
+    }
     if (out.max_tokens && (*out.max_tokens < 1 || *out.max_tokens > limits.max_tokens)) {
-        return invalid_request(
-            "max_tokens", "'max_tokens' must be in [1, " + std::to_string(limits.max_tokens) + "]");
+        return invalid_request(max_tokens_field, "'" + max_tokens_field + "' must be in [1, " +
+                                                     std::to_string(limits.max_tokens) + "]");
     }
     OMNI_TRY_P(auto overrides, parse_stage_overrides(json, limits));
     out.stage_sampling = std::move(overrides.sampling);

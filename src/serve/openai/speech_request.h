@@ -3,10 +3,11 @@
 //
 // Fields: model (required), input (required, non-empty, at most
 // RequestLimits::max_speech_input_chars code points), voice (optional string), instructions
-// (optional string), response_format (wav, pcm, flac, opus, mp3; default wav; anything else is
-// a 400 naming 'response_format'), speed [0.25, 4.0] (default 1.0), stream (bool) or
+// (optional string), response_format (wav, pcm, flac, opus, mp3, aac; default wav; anything
+// else is a 400 naming 'response_format'), speed [0.25, 4.0] (default 1.0), stream (bool) or
 // stream_format ("sse" streams SSE events, "audio" the raw audio bytes; stream_format wins
-// over stream), the sampling fields of sampling.h, max_tokens,
+// over stream), the sampling fields of sampling.h, max_tokens (or SGLang-Omni's
+// max_new_tokens when max_tokens is absent),
 // stage_sampling and stage_params as in chat, reference voices (`references`, or `ref_audio` /
 // `ref_text`: speech_references.h). Unknown fields are ignored.
 //

@@ -159,7 +159,7 @@ TEST_F(ApiServerTest, SpeechInEveryFormatWithItsContentType) {
         EXPECT_EQ(response->headers["content-type"], type);
         EXPECT_GT(response->body.size(), 100u) << format;
     }
-    json bad = {{"model", "demo"}, {"input", "x"}, {"response_format", "aac"}};
+    json bad = {{"model", "demo"}, {"input", "x"}, {"response_format", "m4a"}};
     auto refused = call(post("/v1/audio/speech", bad.dump()));
     ASSERT_TRUE(refused);
     EXPECT_EQ(refused->status, 400);

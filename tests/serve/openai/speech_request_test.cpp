@@ -94,17 +94,32 @@ TEST(SpeechRequest, EveryResponseFormat) {
                                        {"pcm", "audio/pcm"},
                                        {"flac", "audio/flac"},
                                        {"opus", "audio/ogg"},
-                                       {"mp3", "audio/mpeg"}}) {
+                                       {"mp3", "audio/mpeg"},
+                                       {"aac", "audio/aac"}}) {
         auto request = parse(with("response_format", format));
         ASSERT_TRUE(request.has_value()) << format;
         EXPECT_EQ(request->response_format, format);
         EXPECT_EQ(speech_content_type(format), type);
     }
-    EXPECT_EQ(speech_content_type("aac"), "application/octet-stream");
-    expect_error(with("response_format", "aac"), "response_format", "aac");
+    EXPECT_EQ(speech_content_type("m4a"), "application/octet-stream");
+    expect_error(with("response_format", "m4a"), "response_format", "m4a");
+    expect_error(with("response_format", "AAC"), "response_format", "AAC");
     expect_error(with("response_format", "WAV"), "response_format");
     expect_error(with("response_format", ""), "response_format");
     expect_error(with("response_format", 1), "response_format", "a string");
+}
+
+// SGLang-Omni's name for max_tokens; max_tokens wins when both are given.
+TEST(SpeechRequest, MaxNewTokensIsMaxTokens) {
+    auto alias = parse(with("max_new_tokens", 7));
+    ASSERT_TRUE(alias.has_value()) << alias.error().message;
+    EXPECT_EQ(alias->max_tokens, 7);
+    Json both = minimal();
+    both["max_tokens"] = 3;
+    both["max_new_tokens"] = 7;
+    auto preferred = parse(both);
+    ASSERT_TRUE(preferred.has_value()) << preferred.error().message;
+    EXPECT_EQ(preferred->max_tokens, 3);
 }
 
 TEST(SpeechRequest, StreamFormat) {
@@ -147,6 +162,8 @@ TEST(SpeechRequest, Errors) {
     expect_error(with("stream", "yes"), "stream");
     expect_error(with("temperature", 3), "temperature");
     expect_error(with("max_tokens", 0), "max_tokens");
+    expect_error(with("max_new_tokens", 0), "max_new_tokens");
+    expect_error(with("max_new_tokens", "many"), "max_new_tokens");
     expect_error(with("stage_sampling", {{"t", {{"top_p", 0}}}}), "stage_sampling.t.top_p");
     EXPECT_TRUE(parse(with("speed", 4.0)).has_value());
 }
