@@ -37,8 +37,10 @@ constexpr int kTileCols = 4;
 // going through the tiles: 2-4 rows 15-26 % faster than the tiles over a decode step's matrices
 // (two threads, alternating runs), 5 rows 10 % slower.
 constexpr int kStreamRows = 4;
-// Up to this many float32 input rows stream the weight rows (float_rows_stream).
-constexpr int kFloatStreamRows = 8;
+// Up to this many float32 input rows stream the weight rows (float_rows_stream): one row 1.14x
+// faster than the tiles and 1.5x faster than OpenBLAS' sgemv over a decode step's matrices; from
+// four rows on no faster than the tiles (omnirt-linear-bench, docs/benchmarks.md).
+constexpr int kFloatStreamRows = 4;
 // float32 input rows per pass of the tiles over the weight (any number of float32 rows is taken).
 constexpr std::int64_t kFloatRowsPerPass = 128;
 // Weight rows whose 16 sums per input row are reduced together (bfloat16_rows_stream).
@@ -314,8 +316,7 @@ using FloatRowsStreamFn = void (*)(const float*, std::int64_t, const float*, std
                                    std::int64_t, std::int64_t, float*, std::int64_t);
 // [R - 1]
 constexpr std::array<FloatRowsStreamFn, kFloatStreamRows> kFloatRowsStream = {
-    float_rows_stream<1>, float_rows_stream<2>, float_rows_stream<3>, float_rows_stream<4>,
-    float_rows_stream<5>, float_rows_stream<6>, float_rows_stream<7>, float_rows_stream<8>};
+    float_rows_stream<1>, float_rows_stream<2>, float_rows_stream<3>, float_rows_stream<4>};
 
 // fn(n_begin, n_end) over chunks of kChunkGroups row groups (256 weight rows) covering [0, out),
 // taken in turn by the ATen pool's threads as they arrive: a thread that wakes late for this
@@ -402,7 +403,9 @@ at::Tensor small_batch_linear(const at::Tensor& x, const at::Tensor& weight, con
                             n_end - n_begin);
             }
         };
-        if (kernel == LinearKernel::fastest && amx::available() && amx::shape_supported(in, out)) {
+        const bool use_amx = (kernel == LinearKernel::fastest && amx::enabled()) ||
+                             (kernel == LinearKernel::amx && amx::available());
+        if (use_amx && amx::shape_supported(in, out)) {
             // Every row count on the tile unit: one summation order for all.
             const std::vector<std::uint16_t> packed =
                 amx::pack_rows(x_data, input.stride(0), rows, in);

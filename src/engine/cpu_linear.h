@@ -3,9 +3,10 @@
 // sums, weight [out, in] row-major, x [rows, in]. The weight is streamed from memory once per
 // call whatever the number of rows (the libraries' matrix-matrix paths read it at a fraction of
 // the memory bandwidth below a few dozen rows, and per-row matrix-vector products read it once
-// per row). Where the CPU has AMX and the weight whole tiles (in % 32 == 0, out % 16 == 0),
-// every bfloat16 row count runs on the tile unit (engine/cpu_linear_amx.h). Otherwise register
-// tiles of 4 weight rows x up to 4 input rows; up to four bfloat16 / eight float32 input rows
+// per row). Where AMX is enabled (OMNIRT_CPU_AMX=1, amx::enabled) and the weight has whole tiles
+// (in % 32 == 0, out % 16 == 0), every bfloat16 row count runs on the tile unit
+// (engine/cpu_linear_amx.h). Otherwise register
+// tiles of 4 weight rows x up to 4 input rows; up to four input rows
 // stream the weight rows one after another instead (sequential reads, at the memory bandwidth).
 // Whichever kernel a weight takes (chosen by its shape and the CPU, never by the row count), a
 // row gets the same bits alone as in a larger batch. The threads of the ATen intra-op pool take
@@ -33,13 +34,14 @@ namespace omnirt::engine::cpu {
 // rows (omnirt-linear-bench).
 inline constexpr std::int64_t kSmallBatchMaxRows = 64;
 
-// Which kernel runs (benchmarks compare them; the engine uses `fastest`):
-//   fastest  bfloat16 on AMX where usable (engine/cpu_linear_amx.h; its sums differ in order, so
-//            in the last bits, from the AVX512-BF16 kernel's), else as `vector`
-//   vector   no AMX: up to 4 bfloat16 / 8 float32 rows stream the weight rows, more take the
-//            register tiles
-//   tiles    the register tiles only (what float32 rows took before their streaming path)
-enum class LinearKernel { fastest, vector, tiles };
+// Which kernel runs (benchmarks and tests compare them; the engine uses `fastest`):
+//   fastest  bfloat16 on AMX when OMNIRT_CPU_AMX=1 and the CPU has it (amx::enabled), else as
+//            `vector`
+//   amx      bfloat16 on AMX where the CPU has it and the shape has whole tiles (its sums differ in
+//            order, so in the last bits, from the AVX512-BF16 kernel's), else as `vector`
+//   vector   no AMX: up to 4 rows stream the weight rows, more take the register tiles
+//   tiles    the register tiles only
+enum class LinearKernel { fastest, amx, vector, tiles };
 
 // x [rows, in] (any row stride, unit column stride) times weight [out, in] (contiguous) plus bias
 // [out] when defined, in x's dtype: [rows, out]. Undefined when not handled (see above): other

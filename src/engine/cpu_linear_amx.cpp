@@ -184,10 +184,6 @@ OMNIRT_TARGET_AMX void rows_range_amx(const std::uint16_t* packed, std::int64_t 
 bool available() {
 #if OMNIRT_HAVE_AMX_KERNEL
     static const bool usable = [] {
-        // OMNIRT_CPU_AMX=0 keeps bfloat16 on the AVX512-BF16 kernel: the same bits as a host
-        // without AMX (docs/engine.md).
-        const char* setting = std::getenv("OMNIRT_CPU_AMX");
-        if (setting != nullptr && std::string_view(setting) == "0") return false;
         unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
         if (__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) == 0) return false;
         const bool amx_bf16 = (edx >> 22) & 1u;
@@ -204,6 +200,14 @@ bool available() {
 #else
     return false;
 #endif
+}
+
+bool enabled() {
+    static const bool on = [] {
+        const char* setting = std::getenv("OMNIRT_CPU_AMX");
+        return setting != nullptr && std::string_view(setting) == "1" && available();
+    }();
+    return on;
 }
 
 bool shape_supported(std::int64_t in, std::int64_t out) {

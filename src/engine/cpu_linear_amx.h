@@ -20,9 +20,14 @@
 
 namespace omnirt::engine::cpu::amx {
 
-// The CPU has AMX-BF16 and the kernel let this process use the tile registers (asked once), and
-// the environment does not say OMNIRT_CPU_AMX=0.
+// The CPU has AMX-BF16 and the kernel let this process use the tile registers (asked once).
 [[nodiscard]] bool available();
+
+// available() and the environment says OMNIRT_CPU_AMX=1: the engine's bfloat16 linears take this
+// kernel (LinearKernel::fastest). Off by default: one decode row runs ~20% slower here than on the
+// AVX512-BF16 streaming kernel inside a decode step (docs/benchmarks.md), and a row's bits must
+// come from one kernel at every batch size.
+[[nodiscard]] bool enabled();
 
 [[nodiscard]] bool shape_supported(std::int64_t in, std::int64_t out);
 

@@ -88,7 +88,7 @@ TEST_F(AmxLinear, RowsAloneMatchTheirRowsInABatch) {
     at::manual_seed(13);
     const at::Tensor weight = (at::randn({272, 256}) * 0.1).to(at::kBFloat16);
     const at::Tensor x = at::randn({kSmallBatchMaxRows, 256}).to(at::kBFloat16);
-    const at::Tensor batch = small_batch_linear(x, weight);
+    const at::Tensor batch = small_batch_linear(x, weight, {}, LinearKernel::amx);
     ASSERT_TRUE(batch.defined());
     const at::Tensor expected = at::matmul(x.to(at::kDouble), weight.to(at::kDouble).t());
     EXPECT_TRUE(at::allclose(batch.to(at::kDouble), expected, 1e-2, 1e-2));
@@ -101,7 +101,8 @@ TEST_F(AmxLinear, RowsAloneMatchTheirRowsInABatch) {
         for (std::int64_t rows = 1; rows <= kSmallBatchMaxRows; ++rows) {
             for (const std::int64_t first :
                  {std::int64_t{0}, (kSmallBatchMaxRows - rows) / 2, kSmallBatchMaxRows - rows}) {
-                const at::Tensor few = small_batch_linear(x.narrow(0, first, rows), weight);
+                const at::Tensor few =
+                    small_batch_linear(x.narrow(0, first, rows), weight, {}, LinearKernel::amx);
                 ASSERT_TRUE(few.defined());
                 ASSERT_TRUE(few.equal(batch.narrow(0, first, rows)))
                     << rows << " rows at " << first << ", threads " << threads;

@@ -55,7 +55,7 @@ TEST_P(SmallBatchLinear, MatchesAMatmulForEveryRowCount) {
 // A row's outputs do not depend on the rows around it (full 4 x 4 tiles reduce their sums
 // together, smaller ones one by one, in the same order), so one row alone gives the bits it gets
 // in a batch: greedy decoding is the same at every batch size.
-// One to four bfloat16 (eight float32) rows stream the weights; more go through the tiles (the
+// One to four rows stream the weights; more go through the tiles (the
 // ragged shapes here keep bfloat16 off the AMX kernel, cpu_linear_amx_test). Either way a row
 // gives the bits it has inside a batch of 32 (ragged widths: tails and a partial row group).
 TEST_P(SmallBatchLinear, FewRowsMatchTheirRowsInABatch) {
@@ -74,7 +74,7 @@ TEST_P(SmallBatchLinear, FewRowsMatchTheirRowsInABatch) {
     }
 }
 
-// The streaming paths (up to four bfloat16 / eight float32 rows) give the tiles' bits, row
+// The streaming paths (up to four rows) give the tiles' bits, row
 // groups full and partial, k tails included.
 TEST_P(SmallBatchLinear, StreamingGivesTheTilesBits) {
     const at::ScalarType type = GetParam();

@@ -104,10 +104,9 @@ int main(int argc, char** argv) {
         "%d alternating passes each\n",
         dtype_name.c_str(), shape_name.c_str(), weights.size(), bytes / 1e9, at::get_num_threads(),
         repeats);
-    // The paths, alternating: the kernel as the engine calls it (AMX for bfloat16 where usable),
-    // the kernel it replaced (bfloat16: AVX512-BF16 streaming and tiles; float32: the tiles
-    // alone, before float32 rows streamed), the library (at::linear; for float32 also one
-    // at::mv per row, what the engine's one float32 row takes).
+    // The paths, alternating: bfloat16 the AMX kernel and the AVX512-BF16 one (streaming and
+    // tiles); float32 the kernel as the engine calls it and the tiles alone; the library
+    // (at::linear; for float32 also one at::mv per row, what the engine's one float32 row takes).
     using omnirt::engine::cpu::LinearKernel;
     enum class Via { kernel, linear, mv };
     struct Path {
@@ -115,10 +114,12 @@ int main(int argc, char** argv) {
         Via via;
         LinearKernel kernel;
     };
-    std::vector<Path> paths = {{"omnirt", Via::kernel, LinearKernel::fastest}};
+    std::vector<Path> paths;
     if (dtype == at::kBFloat16) {
+        paths.push_back({"amx", Via::kernel, LinearKernel::amx});
         paths.push_back({"avx512", Via::kernel, LinearKernel::vector});
     } else {
+        paths.push_back({"omnirt", Via::kernel, LinearKernel::fastest});
         paths.push_back({"tiles", Via::kernel, LinearKernel::tiles});
         paths.push_back({"mv", Via::mv, LinearKernel::fastest});
     }

@@ -67,7 +67,8 @@ class GenerationCall : public std::enable_shared_from_this<GenerationCall> {
     void on_event(pipeline::RequestEvent& event);
     void on_end(const pipeline::RequestEvent& event);
     // The stream's reader fell behind, caught up, or stalled (http::HttpExchange::on_flow):
-    // pauses, resumes or aborts the request. Not under mutex_ (it runs inside write()).
+    // pauses, resumes or aborts the request. Takes no lock of the call (it runs inside write(),
+    // whose caller may hold mutex_).
     void on_flow(http::StreamFlow flow);
     // Queues `task` to run on the work pool under mutex_ after every task queued before it.
     // Any thread. At most one pool task per call drains the queue.
@@ -81,7 +82,7 @@ class GenerationCall : public std::enable_shared_from_this<GenerationCall> {
     bool head_sent_ = false;
     bool failed_ = false;
     std::atomic<bool> paused_{false};  // counted in the paused-streams gauge
-    std::mutex order_mutex_;  // in_order_ and draining_ (never held while a task runs)
+    std::mutex order_mutex_;           // in_order_ and draining_ (never held while a task runs)
     std::deque<std::function<void()>> in_order_;
     bool draining_ = false;  // a pool task is draining in_order_
 };
