@@ -41,11 +41,13 @@ serve: build
 test: check-format build
 	cd $(BUILD_DIR) && ctest $(CTEST_FLAGS)
 
-# Reports: $(BUILD_DIR)/chaos.json, $(BUILD_DIR)/chaos_shm_full.json; $(BUILD_DIR)/soak/{soak.csv,soak.json,soak.png}
+# Reports: $(BUILD_DIR)/chaos.json, $(BUILD_DIR)/chaos_model.json, $(BUILD_DIR)/chaos_shm_full.json; $(BUILD_DIR)/soak/{soak.csv,soak.json,soak.png}
 # (docs/reliability.md).
 chaos: build
 	OMNIRT_BIN=./$(BUILD_DIR)/bin/omnirt node tests/chaos/chaos.mjs --seconds $(CHAOS_SECONDS) \
 	  --concurrency 8 --json $(BUILD_DIR)/chaos.json
+	OMNIRT_BIN=./$(BUILD_DIR)/bin/omnirt node tests/chaos/chaos.mjs --pipeline default \
+	  --seconds $(CHAOS_SECONDS) --concurrency 4 --json $(BUILD_DIR)/chaos_model.json
 	OMNIRT_BIN=./$(BUILD_DIR)/bin/omnirt node tests/chaos/shm_full.mjs --full-seconds 20 \
 	  --json $(BUILD_DIR)/chaos_shm_full.json
 

@@ -14,16 +14,22 @@
 //     of its tree is gone and no shared-memory segment of theirs is left in /dev/shm.
 //
 //   node tests/chaos/chaos.mjs [--seconds 40] [--concurrency 6] [--fault-every-ms 4000]
-//                              [--seed 1] [--json FILE]
+//                              [--seed 1] [--pipeline demo|default] [--json FILE]
+//
+// --pipeline default runs the model pipeline `omnirt serve` starts without arguments (Qwen3-Omni
+// with speech on its tiny checkpoint, generated into a private cache: AR engines with KV caches,
+// so the KV check covers the thinker and the talker) with greedy requests (tests/chaos/load.mjs).
 //
 // Exit 0 when every check passed, 1 otherwise (each failure printed). Timeouts are hang guards.
-import { writeFile } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { setTimeout as delay } from 'node:timers/promises';
 
 import { startServer } from '../e2e/server.mjs';
 import { health, waitHealthy, waitKvFree } from './health.mjs';
-import { kKinds, runRequest, seededRandom } from './load.mjs';
+import { demoTarget, modelTarget, runRequest as runOne, seededRandom } from './load.mjs';
 import { descendants, shmSegmentsOf, stopAndCheckGone, treeUsage } from './process_tree.mjs';
 
 const { values: options } = parseArgs({
@@ -34,8 +40,13 @@ const { values: options } = parseArgs({
         seed: { type: 'string', default: '1' },
         json: { type: 'string' },
         'heal-timeout-s': { type: 'string', default: '60' },
+        pipeline: { type: 'string', default: 'demo' },
     },
 });
+if (!['demo', 'default'].includes(options.pipeline)) {
+    console.error(`--pipeline is demo or default, not '${options.pipeline}'`);
+    process.exit(2);
+}
 const seconds = Number(options.seconds);
 const concurrency = Number(options.concurrency);
 const faultEveryMs = Number(options['fault-every-ms']);
@@ -48,21 +59,31 @@ const fail = (what) => {
 
 // A restart budget that the faults of a long run cannot spend (the budget itself is tested in
 // tests/runner), and short back-offs so that the pipeline heals between faults.
+const cacheDir = options.pipeline === 'default'
+    ? await mkdtemp(path.join(os.tmpdir(), 'omnirt-chaos-')) : null;
 const server = await startServer({
     stopTimeoutMs: 60_000,
+    pipeline: options.pipeline,
+    startTimeoutMs: options.pipeline === 'default' ? 180_000 : 60_000,
+    env: cacheDir ? { OMNIRT_CACHE_DIR: cacheDir } : {},
     args: ['--set', 'restart.max_restarts=1000', '--set', 'restart.window_s=60',
            '--set', 'restart.backoff_initial_ms=100', '--set', 'restart.backoff_max_ms=1000'],
 });
 const serverPid = server.proc.pid;
 if (!serverPid) throw new Error('tests/e2e/server.mjs gave no server pid');
 const origin = server.origin;
+// The model pipeline's id is its config's; ask it.
+const target = options.pipeline === 'demo'
+    ? demoTarget : modelTarget((await (await fetch(`${origin}/v1/models`)).json()).data?.[0]?.id);
+const runRequest = (where, kind, generator, extra = {}) =>
+    runOne(where, kind, generator, { target, ...extra });
 const seenPids = new Set([serverPid]);
 const remember = async () => {
     for (const pid of await descendants(serverPid)) seenPids.add(pid);
 };
 
 // Warm-up: each kind once, then the baseline.
-for (const kind of kKinds) {
+for (const kind of target.kinds) {
     const result = await runRequest(origin, kind, random);
     if (result.outcome === 'lost' || result.outcome === 'error') {
         fail(`warm-up ${kind}: ${result.outcome} ${result.why ?? result.message}`);
@@ -80,7 +101,7 @@ const faults = [];
 const endAt = Date.now() + seconds * 1000;
 const workers = Array.from({ length: concurrency }, async () => {
     while (Date.now() < endAt) {
-        const kind = kKinds[Math.floor(random() * kKinds.length)];
+        const kind = target.kinds[Math.floor(random() * target.kinds.length)];
         const result = await runRequest(origin, kind, random);
         const key = `${result.outcome}`;
         counts[key] = (counts[key] ?? 0) + 1;
@@ -151,7 +172,7 @@ if (!healed.ok) {
     fail(`the pipeline did not return to health within ${options['heal-timeout-s']} s: ` +
          JSON.stringify(healed.last?.body).slice(0, 600));
 } else {
-    for (const kind of kKinds.filter((k) => k !== 'disconnect')) {
+    for (const kind of target.kinds.filter((k) => k !== 'disconnect')) {
         const result = await runRequest(origin, kind, random);
         if (result.outcome !== 'ok') fail(`after healing, ${kind}: ${result.outcome} ${result.why ?? result.message}`);
     }
@@ -178,9 +199,10 @@ if (!kv.ok) fail(`KV blocks still held by requests after the run: ${JSON.stringi
 await stopAndCheckGone(server, seenPids, fail);
 const segments = await shmSegmentsOf([...seenPids]);
 if (segments.length > 0) fail(`shared-memory segments left: ${segments.join(', ')}`);
+if (cacheDir) await rm(cacheDir, { recursive: true, force: true });
 
 const report = {
-    seconds, concurrency, seed: Number(options.seed), counts, faults: faults.length,
+    pipeline: options.pipeline, seconds, concurrency, seed: Number(options.seed), counts, faults: faults.length,
     sigkill: faults.filter((f) => f.fault === 'SIGKILL').length,
     sigstop: faults.filter((f) => f.fault.startsWith('SIGSTOP 1.5')).length,
     sigkill_mid_transfer: faults.filter((f) => f.fault === 'SIGKILL mid-transfer').length,

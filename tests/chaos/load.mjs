@@ -1,8 +1,12 @@
-// The requests of the chaos and soak suites against the demo pipeline (docs/demo_pipeline.md):
-// chat completions with and without streaming, with audio (thinker and talker), speech, a client
+// The requests of the chaos and soak suites: against the demo pipeline (docs/demo_pipeline.md) by
+// default, or against the model pipeline `omnirt serve` runs without arguments (Qwen3-Omni with
+// speech on its generated tiny checkpoint: real AR engines with KV caches, modelTarget): chat
+// completions with and without streaming, with audio (thinker and talker), speech, a client
 // that disconnects mid-stream and one that reads slowly. Every request ends in one outcome:
 //
-//   ok        the full, correct answer ("You said: <input>." for text)
+//   ok        the full, correct answer ("You said: <input>." for the demo; for the model
+//             pipeline the same text as the first complete answer to the same prompt, greedy,
+//             and audio of the exact length the capped talker gives)
 //   error     an answer that says it failed: an HTTP error with an OpenAI error body, or a
 //             stream that ends with an error event
 //   aborted   the client disconnected on purpose (the disconnect kind)
@@ -16,6 +20,61 @@ export const kKinds = ['chat', 'chat_stream', 'chat_audio_stream', 'speech', 'di
 
 function words(random, count) {
     return Array.from({ length: count }, () => `w${Math.floor(random() * 1000)}`).join(' ');
+}
+
+// The demo pipeline: it answers "You said: <input>." to any input.
+export const demoTarget = {
+    model: kModel,
+    voice: 'alloy',
+    prompt: (random) => words(random, 3 + Math.floor(random() * 6)),
+    check: (prompt, text) => (text === `You said: ${prompt}.` ? null : `wrong answer ${JSON.stringify(text)}`),
+    checkPcm: (bytes) => (bytes > 0 && bytes % 2 === 0 ? null : `${bytes} bytes of PCM`),
+    request: {},
+    tokenDelay: true,
+    kinds: kKinds,
+};
+
+// Prompts of the model pipeline: a few, so that each is asked many times.
+const kModelPrompts = ['hello there', 'what is the weather', 'tell me a story', 'count to five',
+                       'a b c d', 'good morning'];
+// The talker's frames per answer (stage_sampling.talker.max_tokens: random weights rarely say the
+// codec's EOS) and the PCM16 bytes they decode to: the code2wav stage decodes a first chunk of
+// 10 frames, then the rest, each call 1920 samples per frame minus 555
+// (tests/e2e/qwen3_omni_speech.test.mjs, docs/models/qwen3_omni.md).
+const kModelFrames = 12;
+const kModelPcmBytes = 2 * (1920 * kModelFrames - 555 * 2);
+
+// The model pipeline `model` (its id from /v1/models): greedy everywhere, so a prompt's answer
+// is the same text alone, in any batch and after any restart; the first complete answer to a
+// prompt is the one every later answer must equal.
+export function modelTarget(model) {
+    const answers = new Map();
+    return {
+        model,
+        voice: 'ethan',
+        prompt: (random) => kModelPrompts[Math.floor(random() * kModelPrompts.length)],
+        // Answers with audio are kept apart from text-only ones (the prompt may differ by a
+        // system turn).
+        check: (prompt, text, audio) => {
+            if (typeof text !== 'string') return `no text: ${JSON.stringify(text)}`;
+            const key = `${audio ? 'audio' : 'text'}: ${prompt}`;
+            const known = answers.get(key);
+            if (known === undefined) {
+                answers.set(key, text);
+                return null;
+            }
+            return known === text ? null
+                : `answer ${JSON.stringify(text)} differs from the first ${JSON.stringify(known)} to ${JSON.stringify(key)}`;
+        },
+        checkPcm: (bytes) => (bytes === kModelPcmBytes ? null : `${bytes} bytes of PCM, expected ${kModelPcmBytes}`),
+        request: {
+            temperature: 0, max_tokens: 6,
+            stage_sampling: { talker: { temperature: 0, max_tokens: kModelFrames } },
+        },
+        tokenDelay: false,
+        // Not speech: Qwen3-Omni does not read a text aloud (/v1/audio/speech is a 400 there).
+        kinds: kKinds.filter((kind) => kind !== 'speech'),
+    };
 }
 
 // A stream's SSE `data:` payloads, as they arrive; `onEvent` returns false to stop reading.
@@ -59,11 +118,16 @@ async function errorOutcome(response, kind) {
 
 // One request of `kind`; never throws. `guardMs`: the hang guard. `onAudio`: called once, at the
 // first audio chunk of a chat_audio_stream (while its payloads are moving between the stages).
-// `tokenDelayMs`: the thinker's delay per token (the demo's `token_delay_ms`), to slow a stream.
+// `tokenDelayMs`: the thinker's delay per token (the demo's `token_delay_ms`, ignored for other
+// targets), to slow a stream. `target`: demoTarget or a modelTarget.
 export async function runRequest(origin, kind, random,
-                                 { guardMs = 30_000, onAudio = null, tokenDelayMs = 0 } = {}) {
-    const input = words(random, 3 + Math.floor(random() * 6));
-    const expected = `You said: ${input}.`;
+                                 { guardMs = 30_000, onAudio = null, tokenDelayMs = 0,
+                                   target = demoTarget } = {}) {
+    const input = target.prompt(random);
+    const wrong = (text, audio = false) => {
+        const why = target.check(input, text, audio);
+        return why === null ? { outcome: 'ok', kind } : { outcome: 'lost', kind, why };
+    };
     const controller = new AbortController();
     const guard = setTimeout(() => controller.abort(new Error('hang guard')), guardMs);
     const post = (path, body) => fetch(`${origin}${path}`, {
@@ -73,27 +137,28 @@ export async function runRequest(origin, kind, random,
     const messages = [{ role: 'user', content: input }];
     try {
         if (kind === 'chat') {
-            const response = await post('/v1/chat/completions', { model: kModel, messages });
+            const response = await post('/v1/chat/completions',
+                                        { model: target.model, messages, ...target.request });
             if (!response.ok) return await errorOutcome(response, kind);
             const body = await response.json();
-            const text = body.choices?.[0]?.message?.content;
-            return text === expected ? { outcome: 'ok', kind }
-                                     : { outcome: 'lost', kind, why: `wrong answer ${JSON.stringify(text)}` };
+            return wrong(body.choices?.[0]?.message?.content);
         }
         if (kind === 'speech') {
-            const response = await post('/v1/audio/speech',
-                                        { model: kModel, voice: 'alloy', input, response_format: 'pcm' });
+            const response = await post('/v1/audio/speech', {
+                model: target.model, voice: target.voice, input, response_format: 'pcm',
+                ...target.request,
+            });
             if (!response.ok) return await errorOutcome(response, kind);
             const bytes = Buffer.from(await response.arrayBuffer());
-            return bytes.length > 0 && bytes.length % 2 === 0
-                ? { outcome: 'ok', kind } : { outcome: 'lost', kind, why: `${bytes.length} bytes of PCM` };
+            const why = target.checkPcm(bytes.length);
+            return why === null ? { outcome: 'ok', kind } : { outcome: 'lost', kind, why };
         }
         // The streaming kinds.
         const audio = kind === 'chat_audio_stream';
         const response = await post('/v1/chat/completions', {
-            model: kModel, messages, stream: true,
-            ...(audio ? { modalities: ['text', 'audio'], audio: { voice: 'alloy', format: 'pcm16' } } : {}),
-            ...(kind === 'slow_reader' || tokenDelayMs > 0
+            model: target.model, messages, stream: true, ...target.request,
+            ...(audio ? { modalities: ['text', 'audio'], audio: { voice: target.voice, format: 'pcm16' } } : {}),
+            ...(target.tokenDelay && (kind === 'slow_reader' || tokenDelayMs > 0)
                 ? { stage_params: { thinker: { token_delay_ms: tokenDelayMs || 20 } } } : {}),
         });
         if (!response.ok) return await errorOutcome(response, kind);
@@ -101,6 +166,7 @@ export async function runRequest(origin, kind, random,
         let done = false;
         let failure = null;
         let events = 0;
+        let pcmBytes = 0;
         await readSse(response, (data) => {
             if (data === '[DONE]') {
                 done = true;
@@ -113,9 +179,12 @@ export async function runRequest(origin, kind, random,
             }
             events += 1;
             const delta = event.choices?.[0]?.delta ?? {};
-            if (onAudio !== null && delta.audio?.data) {
-                onAudio();
-                onAudio = null;
+            if (delta.audio?.data) {
+                pcmBytes += Buffer.from(delta.audio.data, 'base64').length;
+                if (onAudio !== null) {
+                    onAudio();
+                    onAudio = null;
+                }
             }
             text += delta.content ?? delta.audio?.transcript ?? '';
             return !(kind === 'disconnect' && events >= 1);
@@ -123,8 +192,11 @@ export async function runRequest(origin, kind, random,
         if (kind === 'disconnect') return { outcome: 'aborted', kind };
         if (failure !== null) return { outcome: 'error', kind, message: failure };
         if (!done) return { outcome: 'lost', kind, why: 'the stream ended without [DONE] or an error' };
-        return text === expected ? { outcome: 'ok', kind }
-                                 : { outcome: 'lost', kind, why: `wrong answer ${JSON.stringify(text)}` };
+        if (audio && !target.tokenDelay) {
+            const why = target.checkPcm(pcmBytes);
+            if (why !== null) return { outcome: 'lost', kind, why };
+        }
+        return wrong(text, audio);
     } catch (error) {
         const why = controller.signal.aborted ? `no answer within ${guardMs} ms`
                                               : `${error.name}: ${error.message}${error.cause ? ` (${error.cause.code ?? error.cause.message})` : ''}`;

@@ -132,6 +132,18 @@ test('an unknown voice is a 400 naming the voices', async () => {
     assert.match(error.message, /unknown voice 'nobody'.*ethan/);
 });
 
+// Qwen3-Omni answers conversations; it does not read a text aloud. /v1/audio/speech is a 400 that
+// says so and names the chat route (not a stage's internal message).
+test('POST /v1/audio/speech is a 400 naming the chat route', async () => {
+    const response = await fetch(`${server.origin}/v1/audio/speech`, {
+        method: 'POST', headers: { 'Content-Type': 'application/json' },
+        body: JSON.stringify({ model: kModel, input: 'read this', voice: 'ethan' }),
+    });
+    assert.equal(response.status, 400);
+    const body = await response.json();
+    assert.match(body.error.message, /does not read a text aloud.*\/v1\/chat\/completions/);
+});
+
 // A client that leaves mid-speech aborts the request in the thinker, the talker (its KV blocks)
 // and code2wav (its stream state): every stage lets go, and the server answers the next request.
 test('a disconnect mid-speech frees every stage', async () => {

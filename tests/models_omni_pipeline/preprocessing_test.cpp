@@ -274,6 +274,26 @@ TEST(OmniPreprocessingTest, BadMediaIsNamedByItsContentPart) {
     expect_bad(chat(List{text_part("<|image_pad|>")}), "");
 }
 
+// POST /v1/audio/speech sends inputs.text (text to read aloud): a clear refusal that names the
+// chat route, not the generic "needs inputs.messages"; no input at all names what is needed.
+TEST(OmniPreprocessingTest, SpeechTextIsRefusedNamingTheChatRoute) {
+    OmniRequest speech;
+    speech.inputs = Value(Map{{"text", Value("read this")}, {"voice", Value("ethan")}});
+    auto refused = preprocess_request(speech, *tokenizer(), {});
+    ASSERT_FALSE(refused.has_value());
+    EXPECT_EQ(refused.error().code, ErrorCode::invalid_argument);
+    EXPECT_NE(refused.error().message.find("/v1/audio/speech is not served"), std::string::npos)
+        << refused.error().message;
+    EXPECT_NE(refused.error().message.find("/v1/chat/completions"), std::string::npos);
+
+    OmniRequest empty;
+    empty.inputs = Value(Map{{"text", Value(std::int64_t{3})}});
+    auto missing = preprocess_request(empty, *tokenizer(), {});
+    ASSERT_FALSE(missing.has_value());
+    EXPECT_NE(missing.error().message.find("needs inputs.messages"), std::string::npos)
+        << missing.error().message;
+}
+
 TEST(OmniPreprocessingTest, MergeRefusesMissingOrMismatchedEncoderOutputs) {
     Map data{
         {"input_ids", Value(Tensor::from_vector(std::vector<std::int32_t>{1, 2, 3}))},

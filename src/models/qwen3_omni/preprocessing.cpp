@@ -209,6 +209,12 @@ Result<std::vector<std::int64_t>> prompt_ids(const OmniRequest& request,
         text = std::move(rendered->text);
     } else if (const Value* prompt = request.inputs.find("prompt"); prompt && prompt->is_string()) {
         text = prompt->as_string();
+    } else if (const Value* speech = request.inputs.find("text"); speech && speech->is_string()) {
+        // POST /v1/audio/speech: text to read aloud, which a conversational model does not do.
+        return fail(
+            invalid("Qwen3-Omni answers conversations and does not read a text aloud: POST "
+                    "/v1/audio/speech is not served by this model; send /v1/chat/completions with "
+                    "modalities [\"text\", \"audio\"] for a spoken answer"));
     } else {
         return fail(invalid("the request needs inputs.messages or a string inputs.prompt"));
     }
