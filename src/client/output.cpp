@@ -1,6 +1,8 @@
 #include "client/output.h"
 
+#include <algorithm>
 #include <array>
+#include <cmath>
 #include <string_view>
 
 namespace omnirt::client {
@@ -56,6 +58,13 @@ Result<TokenUsage> usage_field(const Map& map) {
             return std::unexpected(bad(std::string("usage.") + key, "must be an integer >= 0"));
         }
         *field = count->as_int();
+    }
+    if (const Value* seconds = find(value->as_map(), "engine_time_s"); seconds != nullptr) {
+        if (!seconds->is_number() || !std::isfinite(seconds->as_number()) ||
+            seconds->as_number() < 0) {
+            return std::unexpected(bad("usage.engine_time_s", "must be a finite number >= 0"));
+        }
+        usage.engine_seconds = seconds->as_number();
     }
     return usage;
 }
@@ -138,6 +147,10 @@ Status add_part(const Map& map, FinalOutput& out) {
     if (audio && !out.audio) out.audio = std::move(*audio);
     out.usage.prompt_tokens += usage.prompt_tokens;
     out.usage.completion_tokens += usage.completion_tokens;
+    if (usage.engine_seconds) {
+        out.usage.engine_seconds =
+            std::max(out.usage.engine_seconds.value_or(0.0), *usage.engine_seconds);
+    }
     return {};
 }
 

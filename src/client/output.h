@@ -13,7 +13,8 @@
 // keys below, or, with several terminal stages, {terminal stage: map}; the maps are combined in
 // stage-name order (text is concatenated, the first audio wins, usage is summed):
 //   "text": string, "audio": tensor, "sample_rate": int, "transcript": string,
-//   "finish_reason": string, "usage": {"prompt_tokens": int, "completion_tokens": int},
+//   "finish_reason": string, "usage": {"prompt_tokens": int, "completion_tokens": int,
+//   "engine_time_s": number >= 0 (optional; the largest wins)},
 //   "logprobs": [entry...] (the first stage's that has them wins)
 //
 // Thread safety: pure functions.
@@ -31,6 +32,9 @@ namespace omnirt::client {
 struct TokenUsage {
     std::int64_t prompt_tokens = 0;
     std::int64_t completion_tokens = 0;
+    // usage.engine_time_s: the seconds an AR stage spent on the request (ArScheduler adds it);
+    // with several terminal stages the largest. Absent when no stage reported it.
+    std::optional<double> engine_seconds;
 };
 
 // The log probability of one output token, and of the most likely alternatives at its step.

@@ -1,6 +1,7 @@
 // What the ArScheduler puts into its outbox: stream chunks, results and errors.
 #include <ATen/core/Tensor.h>
 
+#include <chrono>
 #include <utility>
 
 #include "engine/ar_scheduler.h"
@@ -98,6 +99,17 @@ void ArScheduler::finish(ArSequence& sequence, const std::string& reason) {
     if (!data) {
         return fail_sequence(
             sequence, data.error().with_context("stage '" + config_.stage_name + "': make_result"));
+    }
+    // usage.engine_time_s: seconds from the request's arrival at this stage to its result (the
+    // AR stage's share of the request, as SGLang-Omni's engine_time_s: its speech API's
+    // X-Engine-Time, from which its benchmark client reads tokens/s).
+    if (auto usage = data->find("usage"); usage != data->end()) {
+        if (Map* fields = usage->second.if_map()) {
+            fields->insert_or_assign(
+                "engine_time_s",
+                Value(std::chrono::duration<double>(pipeline::Clock::now() - sequence.enqueued_at_)
+                          .count()));
+        }
     }
     auto result =
         std::make_shared<const StagePayload>(StagePayload{.request_id = sequence.request_id_,

@@ -155,7 +155,8 @@ class ArRole {
     }
     // Default: {"output_ids": i32 [n], "text" (with text), "finish_reason", "usage":
     // {"prompt_tokens", "completion_tokens"}, "logprobs" (when asked for), "codes": i32 [n, 1 +
-    // depth codes] (with a depth model; a stop token's row is not included)}.
+    // depth codes] (with a depth model; a stop token's row is not included)}. The scheduler adds
+    // usage.engine_time_s (seconds in the stage) to a result that has a usage map.
     [[nodiscard]] virtual Result<Map> make_result(const ArSequence& sequence,
                                                   const std::string& finish_reason);
 };

@@ -27,8 +27,9 @@
 //    "logprob": float, "top_logprobs": [{"token_id", "logprob"}...] (when asked for),
 //    "codes": i32 [1 + depth codes] (with a depth model), + ArRole::on_token's fields}
 // The result's data is ArRole::make_result's (by default output ids, text, finish reason,
-// usage, log probabilities, codes). Aborted requests produce nothing (the Scheduler contract
-// drops their results).
+// usage, log probabilities, codes); a usage map gets "engine_time_s", the seconds from the
+// request's arrival at the stage to its result. Aborted requests produce nothing (the Scheduler
+// contract drops their results).
 //
 // Input streams (config.accept_streams): stream_chunk / stream_done messages of a request go to
 // its ArSequence::stream_input(), where the role takes them; ArRole::ready holds back the

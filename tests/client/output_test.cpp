@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
+
 #include "client/audio_output.h"
 #include "client/client.h"
 
@@ -153,6 +156,37 @@ TEST(OutputResult, MergedTerminalStagesCombineInNameOrder) {
     EXPECT_NE(bad.error().message.find("stage 'talker'"), std::string::npos);
     EXPECT_NE(bad.error().message.find("usage.prompt_tokens"), std::string::npos);
     EXPECT_FALSE(parse_result(Map{{"usage", "many"}}).has_value());
+}
+
+// usage.engine_time_s (an AR stage's seconds on the request): absent unless a stage reports
+// it; the largest of several terminal stages (they run at the same time); anything but a finite
+// number >= 0 is an error naming it.
+TEST(OutputResult, EngineTimeIsTheLargestReported) {
+    auto none = parse_result(Map{{"usage", Map{{"completion_tokens", 2}}}});
+    ASSERT_TRUE(none.has_value());
+    EXPECT_FALSE(none->usage.engine_seconds.has_value());
+
+    auto one = parse_result(Map{{"usage", Map{{"completion_tokens", 2}, {"engine_time_s", 1.5}}}});
+    ASSERT_TRUE(one.has_value());
+    ASSERT_TRUE(one->usage.engine_seconds.has_value());
+    EXPECT_DOUBLE_EQ(*one->usage.engine_seconds, 1.5);
+
+    auto merged = parse_result(
+        Map{{"decode", Map{{"usage", Map{{"completion_tokens", 4}, {"engine_time_s", 2.25}}}}},
+            {"talker", Map{{"usage", Map{{"completion_tokens", 6}, {"engine_time_s", 3}}}}},
+            {"vocoder", Map{{"usage", Map{{"completion_tokens", 1}}}}}});
+    ASSERT_TRUE(merged.has_value());
+    ASSERT_TRUE(merged->usage.engine_seconds.has_value());
+    EXPECT_DOUBLE_EQ(*merged->usage.engine_seconds, 3.0);
+    EXPECT_EQ(merged->usage.completion_tokens, 11);
+
+    for (const Value& bad : {Value(-0.5), Value("1.5"), Value(std::nan("")),
+                             Value(std::numeric_limits<double>::infinity()), Value(List{})}) {
+        auto out = parse_result(Map{{"usage", Map{{"engine_time_s", bad}}}});
+        ASSERT_FALSE(out.has_value()) << bad.debug_string();
+        EXPECT_NE(out.error().message.find("usage.engine_time_s"), std::string::npos)
+            << out.error().message;
+    }
 }
 
 TEST(OutputResult, NoTextIsAbsentNotEmpty) {

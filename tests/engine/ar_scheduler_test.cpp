@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,35 @@ void expect_consistent(const RequestOutput& output, const std::vector<std::int32
     for (std::size_t i = 0; i < output.client_chunks.size(); ++i) {
         EXPECT_EQ(output.client_chunks[i].find("index")->as_int(), static_cast<std::int64_t>(i));
     }
+}
+
+// usage.engine_time_s: the seconds from the request's arrival at the stage to its result,
+// waiting for a place included (SGLang-Omni's engine_time_s; its speech API's X-Engine-Time).
+// With one running request at a time the second waits for the first: its time is longer.
+TEST(ArSchedulerTest, UsageHasTheSecondsFromArrivalToResult) {
+    Harness harness({.max_running_requests = 1}, {});
+    const auto before = std::chrono::steady_clock::now();
+    harness.submit("first", make_prompt(12, 1), params_max_tokens(40));
+    harness.submit("second", make_prompt(12, 2), params_max_tokens(40));
+    ASSERT_TRUE(harness.wait_for_ends(2));
+    const double wall =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - before).count();
+    double seconds[2] = {0, 0};
+    for (int i = 0; i < 2; ++i) {
+        const auto& output = harness.outputs[i == 0 ? "first" : "second"];
+        ASSERT_TRUE(output.result.has_value());
+        const Value* usage = output.result->data.find("usage");
+        ASSERT_NE(usage, nullptr);
+        const Value* engine_time = usage->find("engine_time_s");
+        ASSERT_NE(engine_time, nullptr);
+        ASSERT_TRUE(engine_time->is_float());
+        seconds[i] = engine_time->as_number();
+        EXPECT_GT(seconds[i], 0.0);
+        EXPECT_LE(seconds[i], wall);
+        EXPECT_EQ(usage->find("completion_tokens")->as_int(), 40);
+    }
+    EXPECT_GT(seconds[1], seconds[0]);
+    EXPECT_TRUE(harness.wait_idle_and_clean());
 }
 
 TEST(ArSchedulerTest, GreedyOutputIsTheSameAloneInABatchAndFromThePrefixCache) {

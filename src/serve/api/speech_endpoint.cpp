@@ -119,6 +119,14 @@ class SpeechCall final : public GenerationCall {
         return std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
     }
 
+    // SGLang-Omni's engine time: the seconds its AR stage spent on the request (arrival there
+    // to the last frame; not the preprocessing, the vocoder, the encoding), the pipeline's
+    // usage.engine_time_s. Its benchmark client divides completion tokens by it (tokens/s). A
+    // pipeline that does not report it: the seconds since the request was admitted.
+    [[nodiscard]] double engine_seconds(const client::FinalOutput& result) const {
+        return result.usage.engine_seconds.value_or(seconds_since_start());
+    }
+
     // Streaming: the stretcher's last samples.
     Status finish_stretch() {
         if (stretcher_ == nullptr) return ok_status();
@@ -175,7 +183,7 @@ class SpeechCall final : public GenerationCall {
                 exchange().write(openai::sglang_speech_done_event(
                     request_id(), chunks_sent_,
                     {result.usage.prompt_tokens, result.usage.completion_tokens},
-                    seconds_since_start()));
+                    engine_seconds(result)));
                 exchange().finish();
                 return;
             }
@@ -216,13 +224,12 @@ class SpeechCall final : public GenerationCall {
             send_error(output_error(encoded.error()));
             return;
         }
-        // The token counts and the engine time (seconds from accepting the request to its
-        // result, stretched and encoded) as SGLang-Omni's speech API sends them; its benchmark
-        // client reads tokens/s from them. A streamed answer has the counts in
-        // speech.audio.done.
+        // The token counts and the engine time (engine_seconds) as SGLang-Omni's speech API
+        // sends them; its benchmark client reads tokens/s from them. A streamed answer has the
+        // counts in speech.audio.done.
         const auto& usage = result.usage;
         char engine_time[32];
-        std::snprintf(engine_time, sizeof engine_time, "%.4f", seconds_since_start());
+        std::snprintf(engine_time, sizeof engine_time, "%.4f", engine_seconds(result));
         exchange().respond(
             200, openai::speech_content_type(response_format_), std::move(*encoded),
             {{"x-prompt-tokens", std::to_string(usage.prompt_tokens)},

@@ -6,12 +6,19 @@
 namespace omnirt::serve::openai {
 namespace {
 
-// data: URLs, http(s) and file:// URLs and absolute paths follow media.h's rules; anything else is
-// plain base64 of an audio file. ("//" starts no path here: base64 of an MP3 frame does.)
+// The longest string read as a relative path (PATH_MAX); base64 of an audio file is longer.
+constexpr std::size_t kMaxRelativePath = 4096;
+
+// data: URLs, http(s) and file:// URLs, absolute paths, and relative paths follow media.h's rules
+// (a relative path is resolved inside --allowed-media-dir); anything else is plain base64 of an
+// audio file. ("//" starts no path here: base64 of an MP3 frame does.) A relative path is a
+// short string with a '.', which no base64 alphabet has (the extension of SGLang-Omni's
+// `ref_audio` paths, e.g. its benchmark client's "seedtts/en/prompt-wavs/x.wav").
 bool is_url_or_path(std::string_view text) {
     return text.starts_with("data:") || text.starts_with("http://") ||
            text.starts_with("https://") || text.starts_with("file://") ||
-           (text.starts_with('/') && !text.starts_with("//"));
+           (text.starts_with('/') && !text.starts_with("//")) ||
+           (text.size() <= kMaxRelativePath && text.find('.') != std::string_view::npos);
 }
 
 ProtocolResult<MediaInput> reference_audio(const std::string& text, const RequestLimits& limits,

@@ -109,6 +109,38 @@ TEST(SpeechReferences, PathsInsideTheAllowedDirectoryAndRemoteUrls) {
     std::filesystem::remove_all(dir);
 }
 
+// SGLang-Omni's benchmark client sends `ref_audio` as a path relative to the directory it runs
+// in (a relative --testset): a short string with a '.' is a path, resolved inside the allowed
+// directory; without one, with '..', or naming no file there it is a 400 on ref_audio.
+TEST(SpeechReferences, RelativeRefAudioPathsResolveInsideTheAllowedDirectory) {
+    const auto dir = std::filesystem::temp_directory_path() /
+                     ("omnirt-speech-rel-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir / "en" / "prompt-wavs");
+    { std::ofstream(dir / "en" / "prompt-wavs" / "a.wav", std::ios::binary).write("RIFF", 4); }
+    const MediaPolicy allowed{.allowed_local_dir = dir.string()};
+    auto request =
+        parse(body({{"ref_audio", "en/prompt-wavs/a.wav"}, {"ref_text", "said"}}), allowed);
+    ASSERT_TRUE(request.has_value()) << request.error().message;
+    ASSERT_EQ(request->references.size(), 1u);
+    ASSERT_TRUE(request->references[0].audio.has_value());
+    EXPECT_EQ(request->references[0].audio->source, MediaSource::path);
+    EXPECT_EQ(request->references[0].audio->path,
+              std::filesystem::canonical(dir / "en" / "prompt-wavs" / "a.wav").string());
+    EXPECT_EQ(request->references[0].text, "said");
+    expect_error(body({{"ref_audio", "en/prompt-wavs/a.wav"}}), "ref_audio",
+                 "local media paths are disabled");
+    expect_error(body({{"ref_audio", "../a.wav"}}), "ref_audio", "'..'", 400, allowed);
+    expect_error(body({{"ref_audio", "en/prompt-wavs/missing.wav"}}), "ref_audio",
+                 "does not name a readable file", 400, allowed);
+    expect_error(body({{"references", {{{"audio", "en/../../etc/passwd.x"}}}}}),
+                 "references[0].audio", "'..'", 400, allowed);
+    // Base64 has no '.': still the bytes it encodes, with the policy too.
+    auto encoded = parse(body({{"ref_audio", base64_encode(kAudio)}}), allowed);
+    ASSERT_TRUE(encoded.has_value()) << encoded.error().message;
+    EXPECT_EQ(encoded->references[0].audio->bytes, kAudio);
+    std::filesystem::remove_all(dir);
+}
+
 TEST(SpeechReferences, MalformedValuesNameTheField) {
     expect_error(body({{"references", "x"}}), "references", "list of at most 8");
     expect_error(body({{"references", Json::array({1})}}), "references[0]", "must be an object");
