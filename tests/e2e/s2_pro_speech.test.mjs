@@ -3,7 +3,8 @@
 // without a reference, with reference audio (base64, a data: URL, the legacy ref_audio /
 // ref_text, a path in the allowed media directory), with reference codes and with saved voices
 // (--voices-dir); `speed` time-stretches keeping the length exact; every response_format decodes
-// (ffprobe) as a file, over SSE and as a raw stream; malformed input is a 400 naming the field.
+// (ffprobe) as a file, over SSE and as a raw stream; malformed input is a 400 naming the field;
+// the openai client and curl, with and without a reference, whole and streamed.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
@@ -12,8 +13,8 @@ import path from 'node:path';
 import { after, before, test } from 'node:test';
 
 import { omnirtBinary, startServer } from './server.mjs';
-import { assertOpenAIError, decodeBase64, kRequestTimeoutMs, makeWav, parseWav, runProcess,
-         sseData } from './helpers.mjs';
+import { assertOpenAIError, curl, decodeBase64, kRequestTimeoutMs, makeWav, openaiClient,
+         parseWav, runProcess, sseData } from './helpers.mjs';
 
 let dir;
 let mediaDir;
@@ -79,6 +80,48 @@ test('reference audio as base64, a data: URL, ref_audio / ref_text and an allowe
     expectAudio(await speech({ ref_audio: b64, ref_text: 'A voice.' }), 'legacy');
     expectAudio(await speech({ references: [{ text: 'A voice.',
                                               audio: path.join(mediaDir, 'voice.wav') }] }), 'path');
+});
+
+// The issue's acceptance: the official openai client (audio.speech.create) and curl, each with and
+// without a reference, whole and streamed (SSE), all give the same seeded audio.
+test('the openai client and curl: with and without a reference, whole and streamed', async () => {
+    const client = openaiClient(server);
+    const reference = { references: [{ text: 'A voice.', audio: voice.toString('base64') }] };
+    const common = { model: modelId, input: 'Hello there.', max_tokens: 4, seed: 3 };
+    const sseAudio = (text, what) => {
+        const events = sseData(text).map((data) => JSON.parse(data));
+        assert.equal(events.at(-1)?.type, 'speech.audio.done', `${what}: ${text.slice(0, 300)}`);
+        const deltas = events.filter((event) => event.type === 'speech.audio.delta');
+        assert.ok(deltas.length >= 1, `${what}: no audio delta`);
+        return Buffer.concat(deltas.map((event) => decodeBase64(event.audio, `${what} delta`)));
+    };
+    for (const [name, extra] of [['no reference', {}], ['a reference', reference]]) {
+        const whole = await client.audio.speech.create({ ...common, ...extra, response_format: 'pcm' });
+        assert.equal(whole.status, 200, name);
+        const pcm = Buffer.from(await whole.arrayBuffer());
+        assert.ok(pcm.length > 0 && pcm.length % 2 === 0, `${name}: ${pcm.length} bytes`);
+
+        const streamed = await client.audio.speech.create({
+            ...common, ...extra, response_format: 'pcm', stream_format: 'sse',
+        });
+        assert.equal(streamed.status, 200, name);
+        assert.ok(sseAudio(await streamed.text(), `openai sse, ${name}`).equals(pcm),
+                  `${name}: the openai client's SSE audio equals the whole answer`);
+
+        const body = JSON.stringify({ ...common, ...extra, response_format: 'pcm' });
+        const url = `${server.origin}/v1/audio/speech`;
+        const headers = { 'Content-Type': 'application/json' };
+        const file = await curl({ method: 'POST', url, headers, body });
+        assert.equal(file.status, 200, `curl, ${name}: ${file.body.toString('utf8', 0, 300)}`);
+        assert.ok(file.body.equals(pcm), `curl, ${name}: the same audio`);
+        const sse = await curl({
+            method: 'POST', url, headers, extraArgs: ['-N'],
+            body: JSON.stringify({ ...common, ...extra, response_format: 'pcm', stream: true }),
+        });
+        assert.equal(sse.status, 200, `curl sse, ${name}`);
+        assert.ok(sseAudio(sse.body.toString('utf8'), `curl sse, ${name}`).equals(pcm),
+                  `curl sse, ${name}: the same audio`);
+    }
 });
 
 test('reference codes', async () => {
