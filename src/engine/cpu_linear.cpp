@@ -202,6 +202,22 @@ void rows_range(const T* x, std::int64_t x_stride, std::int64_t rows, const T* w
     }
 }
 
+// y[m * y_stride + r] = the lanes of sums[m][r] added, for the R input rows and the `count`
+// (<= kRowGroup) weight rows of a streamed group: a whole group's 16 sums reduced together, a
+// partial one's each as _mm512_reduce_add_ps does (the tiles' order either way).
+template <int R>
+OMNIRT_TARGET_AVX512 [[gnu::always_inline]] inline void store_group_sums(
+    __m512 (&sums)[R][kRowGroup], int count, float* y, std::int64_t y_stride) {
+    for (int m = 0; m < R; ++m) {
+        float* out = y + m * y_stride;
+        if (count == kRowGroup) {
+            _mm512_storeu_ps(out, engine::detail::sum_lanes16(sums[m]));
+        } else {
+            for (int r = 0; r < count; ++r) out[r] = _mm512_reduce_add_ps(sums[m][r]);
+        }
+    }
+}
+
 // R (1..kStreamRows) input rows: y[m * y_stride + n] = x[m] . w[n] for weight rows [n_begin,
 // n_end), each weight row streamed whole before the next, with a software prefetch
 // kStreamPrefetchBytes ahead. Sequential reads beat the tiles' four interleaved weight rows by
@@ -246,14 +262,7 @@ OMNIRT_TARGET_BF16 void bfloat16_rows_stream(const std::uint16_t* x, std::int64_
 #pragma GCC unroll 4
             for (int m = 0; m < R; ++m) sums[m][r] = acc[m];
         }
-        for (int m = 0; m < R; ++m) {
-            float* out = y + m * y_stride + n;
-            if (count == kRowGroup) {
-                _mm512_storeu_ps(out, engine::detail::sum_lanes16(sums[m]));
-            } else {
-                for (int r = 0; r < count; ++r) out[r] = _mm512_reduce_add_ps(sums[m][r]);
-            }
-        }
+        store_group_sums<R>(sums, count, y + n, y_stride);
     }
 }
 
@@ -295,14 +304,7 @@ OMNIRT_TARGET_AVX512 void float_rows_stream(const float* x, std::int64_t x_strid
 #pragma GCC unroll 8
             for (int m = 0; m < R; ++m) sums[m][r] = acc[m];
         }
-        for (int m = 0; m < R; ++m) {
-            float* out = y + m * y_stride + n;
-            if (count == kRowGroup) {
-                _mm512_storeu_ps(out, engine::detail::sum_lanes16(sums[m]));
-            } else {
-                for (int r = 0; r < count; ++r) out[r] = _mm512_reduce_add_ps(sums[m][r]);
-            }
-        }
+        store_group_sums<R>(sums, count, y + n, y_stride);
     }
 }
 
