@@ -146,6 +146,10 @@ Result<SessionEnd> run_session(const NodeAgentOptions& options, Link& link,
         if (const auto* reject = std::get_if<node::Reject>(&*message)) {
             spdlog::warn("node {}: the head refused a message: {}", rank, reject->reason);
         }
+        if (const auto* control = std::get_if<node::ProcessControl>(&*message)) {
+            if (control->session != session) continue;  // an earlier head's
+            (*pipeline)->control_processes(control->processes, control->start, control->reason);
+        }
     }
     report(false, end == SessionEnd::rejoin ? "joining the head again" : "stopping");
     (*pipeline)->stop();

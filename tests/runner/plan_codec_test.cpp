@@ -326,7 +326,7 @@ TEST_F(PlanValue, MissingAndUnknownFields) {
     expect_error("format_version: missing");
     value = plan_to_value(full_plan());
     value["format_version"] = Value(99);
-    expect_error("format_version: this omnirt reads version 2, got 99");
+    expect_error("format_version: this omnirt reads version 3, got 99");
 }
 
 TEST_F(PlanValue, UnknownEnumStrings) {
