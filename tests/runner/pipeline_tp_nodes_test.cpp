@@ -51,8 +51,8 @@ const pipeline::StageHealth* stage_health(const pipeline::HealthReport& health,
 }
 
 // Running means alive too (its heartbeat arrived).
-bool stage_in(Pipeline& pipeline, const std::string& stage, pipeline::StageState state) {
-    auto health = pipeline.health();
+bool stage_in(Pipeline& target, const std::string& stage, pipeline::StageState state) {
+    auto health = target.health();
     const auto* entry = stage_health(health, stage);
     return entry != nullptr && entry->state == state &&
            (state != pipeline::StageState::running || entry->alive);
@@ -84,11 +84,11 @@ TEST(PipelineTpNodes, RanksOnTwoNodesAllReduceAndTheStageFailsAndComesBackAsAWho
     ASSERT_TRUE(joined.has_value()) << joined.error().to_string();
     auto started = nodes.start(tp_yaml(base_port, true));
     ASSERT_TRUE(started.has_value()) << started.error().to_string();
-    Pipeline& pipeline = **started;
+    Pipeline& head_pipeline = **started;
 
     // The plan: rank 0 on the head (the stage's endpoint and the rendezvous there), rank 1's
     // process and control endpoint on node 1.
-    const auto& plan = pipeline.plan();
+    const auto& plan = head_pipeline.plan();
     const std::string head = "tcp://127.0.0.1:";
     EXPECT_EQ(plan.find_process("tp_tp0")->node, 0);
     EXPECT_EQ(plan.find_process("tp_tp1")->node, 1);
@@ -98,18 +98,18 @@ TEST(PipelineTpNodes, RanksOnTwoNodesAllReduceAndTheStageFailsAndComesBackAsAWho
     EXPECT_EQ(plan.find_process("tp_tp1")->tp->endpoint,
               "tcp://127.0.0.2:" + std::to_string(base_port));
     EXPECT_EQ(plan.node_names, (std::vector<std::string>{"head", "gpu-a"}));
-    auto children = pipeline.process_ids();
+    auto children = head_pipeline.process_ids();
     EXPECT_TRUE(children.contains("tp_tp0"));
     EXPECT_FALSE(children.contains("tp_tp1"));
     EXPECT_TRUE(nodes.node_processes().contains("tp_tp1"));
 
     for (int i = 0; i < 3; ++i) {
         auto result =
-            pipeline.submit("two-" + std::to_string(i), OmniRequest{.inputs = Map{{"n", i}}});
+            head_pipeline.submit("two-" + std::to_string(i), OmniRequest{.inputs = Map{{"n", i}}});
         ASSERT_TRUE(result.has_value()) << result.error().to_string();
         EXPECT_EQ(result->data, expected[static_cast<std::size_t>(i)]) << i;
     }
-    EXPECT_TRUE(pipeline.health().healthy) << pipeline.health().reason;
+    EXPECT_TRUE(head_pipeline.health().healthy) << head_pipeline.health().reason;
     const int old_rank0 = children.at("tp_tp0");
     const auto old_rank1 = nodes.node_processes().at("tp_tp1");
 
@@ -119,20 +119,20 @@ TEST(PipelineTpNodes, RanksOnTwoNodesAllReduceAndTheStageFailsAndComesBackAsAWho
     ASSERT_TRUE(left.has_value()) << left.error().to_string();
     EXPECT_FALSE(process_alive(static_cast<int>(old_rank1)));
     ASSERT_TRUE(eventually([&] {
-        return stage_in(pipeline, "tp", pipeline::StageState::restarting) &&
-               !pipeline.process_ids().contains("tp_tp0");
-    })) << pipeline.health().reason;
+        return stage_in(head_pipeline, "tp", pipeline::StageState::restarting) &&
+               !head_pipeline.process_ids().contains("tp_tp0");
+    })) << head_pipeline.health().reason;
     EXPECT_FALSE(process_alive(old_rank0));
-    auto health = pipeline.health();
+    auto health = head_pipeline.health();
     EXPECT_FALSE(health.healthy);
     const auto* tp = stage_health(health, "tp");
     ASSERT_NE(tp, nullptr);
     EXPECT_NE(tp->down_reason.find("node gpu-a (rank 1, 127.0.0.2) is missing"), std::string::npos)
         << tp->down_reason;
-    EXPECT_TRUE(stage_in(pipeline, "last", pipeline::StageState::running));
+    EXPECT_TRUE(stage_in(head_pipeline, "last", pipeline::StageState::running));
     // Requests through it fail at once (the group's timeout is a minute), naming the node.
     const auto before = std::chrono::steady_clock::now();
-    auto refused = pipeline.submit("down", OmniRequest{.inputs = Map{{"n", 1}}});
+    auto refused = head_pipeline.submit("down", OmniRequest{.inputs = Map{{"n", 1}}});
     ASSERT_FALSE(refused.has_value());
     EXPECT_LT(std::chrono::steady_clock::now() - before, milliseconds(10000));
     EXPECT_EQ(refused.error().code, ErrorCode::unavailable);
@@ -142,31 +142,31 @@ TEST(PipelineTpNodes, RanksOnTwoNodesAllReduceAndTheStageFailsAndComesBackAsAWho
     // Node 1 comes back (a new agent, as a restarted `omnirt serve`): it starts rank 1, the
     // hub starts the head's rank 0 afresh, and the stage serves again with a new group.
     nodes.start_node();
-    ASSERT_TRUE(eventually([&] { return stage_in(pipeline, "tp", pipeline::StageState::running); },
+    ASSERT_TRUE(eventually([&] { return stage_in(head_pipeline, "tp", pipeline::StageState::running); },
                            milliseconds(60000)))
-        << pipeline.health().reason;
-    auto restarted = pipeline.process_ids();
+        << head_pipeline.health().reason;
+    auto restarted = head_pipeline.process_ids();
     ASSERT_TRUE(restarted.contains("tp_tp0"));
     EXPECT_NE(restarted.at("tp_tp0"), old_rank0);
     for (int i = 0; i < 3; ++i) {
         auto result =
-            pipeline.submit("back-" + std::to_string(i), OmniRequest{.inputs = Map{{"n", i}}});
+            head_pipeline.submit("back-" + std::to_string(i), OmniRequest{.inputs = Map{{"n", i}}});
         ASSERT_TRUE(result.has_value()) << result.error().to_string();
         EXPECT_EQ(result->data, expected[static_cast<std::size_t>(i)]) << i;
     }
-    EXPECT_TRUE(pipeline.health().healthy) << pipeline.health().reason;
+    EXPECT_TRUE(head_pipeline.health().healthy) << head_pipeline.health().reason;
 
     // Clean stop: node 1 stops its stages when the head stops, nothing is left.
     const auto node_pids = nodes.node_processes();
     std::vector<int> head_pids;
-    for (const auto& [name, pid] : pipeline.process_ids()) head_pids.push_back(pid);
+    for (const auto& [name, pid] : head_pipeline.process_ids()) head_pids.push_back(pid);
     nodes.hub().stop(milliseconds(10000));
     auto node_status = nodes.stop_node();
     EXPECT_TRUE(node_status.has_value()) << node_status.error().to_string();
     for (const auto& [name, pid] : node_pids) {
         EXPECT_FALSE(process_alive(static_cast<int>(pid))) << name;
     }
-    omnirt::testing::expect_nothing_left(pipeline, head_pids);
+    omnirt::testing::expect_nothing_left(head_pipeline, head_pids);
 }
 
 }  // namespace
