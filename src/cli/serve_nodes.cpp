@@ -148,6 +148,7 @@ Result<std::unique_ptr<serve::http::HttpServer>> node_health_server(
                                {"node_rank", rank},
                                {"processes", snapshot.processes}};
         if (!snapshot.running) body["reason"] = snapshot.detail;
+        if (!snapshot.node_name.empty()) body["node_name"] = snapshot.node_name;
         http->respond(snapshot.running ? 200 : 503, "application/json", body.dump());
     }));
     OMNI_RETURN_IF_ERROR(server->add_route("GET", "/health/live", [rank](auto http) {

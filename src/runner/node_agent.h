@@ -38,6 +38,7 @@ class NodeAgentStatus {
         bool running = false;                           // welcomed, its process groups started
         std::string detail;                             // what it waits for, or why it stopped
         std::map<std::string, std::int64_t> processes;  // process -> pid
+        std::string node_name;  // the config's `nodes:` name of this node, once welcomed
     };
     void set(Snapshot snapshot) {
         std::lock_guard lock(mutex_);

@@ -101,7 +101,9 @@ TEST(PipelineTpNodes, RanksOnTwoNodesAllReduceAndTheStageFailsAndComesBackAsAWho
     auto children = head_pipeline.process_ids();
     EXPECT_TRUE(children.contains("tp_tp0"));
     EXPECT_FALSE(children.contains("tp_tp1"));
-    EXPECT_TRUE(nodes.node_processes().contains("tp_tp1"));
+    // Node 1 reports once its own start is done, which the head's start does not wait for.
+    ASSERT_TRUE(eventually([&] { return nodes.node_processes().contains("tp_tp1"); }));
+    EXPECT_EQ(nodes.node_status().node_name, "gpu-a");  // its /health says so
 
     for (int i = 0; i < 3; ++i) {
         auto result =

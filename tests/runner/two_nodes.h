@@ -116,11 +116,11 @@ class TwoNodes {
         });
     }
 
-    // Node 1's processes (process -> pid) as its agent last reported them.
-    std::map<std::string, std::int64_t> node_processes() const {
-        return agent_status_ ? agent_status_->get().processes
-                             : std::map<std::string, std::int64_t>{};
+    // What node 1's agent last reported (its processes, its name).
+    runner::NodeAgentStatus::Snapshot node_status() const {
+        return agent_status_ ? agent_status_->get() : runner::NodeAgentStatus::Snapshot{};
     }
+    std::map<std::string, std::int64_t> node_processes() const { return node_status().processes; }
 
     runner::NodeHub& hub() { return *hub_; }
 
