@@ -112,7 +112,8 @@ TEST_F(NodeHubTest, MalformedAndRefusedJoinsGetAReasonAndChangeNothing) {
     FakeNode node(context_, hub_->endpoint());
     node.send_bytes({0xc1, 0x00});
     EXPECT_NE(node.reject_reason().find("node message: not a valid encoding"), std::string::npos);
-    node.send_bytes(*proto::encode_value(Value(Map{{"type", "join"}, {"version", 1}})));
+    node.send_bytes(
+        *proto::encode_value(Value(Map{{"type", "join"}, {"version", node::kProtocolVersion}})));
     EXPECT_NE(node.reject_reason().find("nnodes: missing"), std::string::npos);
     node.send(join_as(1, "10.77.0.2", 3));
     EXPECT_NE(node.reject_reason().find("the node says --nnodes 3, the head runs 2 nodes"),

@@ -144,8 +144,9 @@ TEST(PipelineTpNodes, RanksOnTwoNodesAllReduceAndTheStageFailsAndComesBackAsAWho
     // Node 1 comes back (a new agent, as a restarted `omnirt serve`): it starts rank 1, the
     // hub starts the head's rank 0 afresh, and the stage serves again with a new group.
     nodes.start_node();
-    ASSERT_TRUE(eventually([&] { return stage_in(head_pipeline, "tp", pipeline::StageState::running); },
-                           milliseconds(60000)))
+    ASSERT_TRUE(
+        eventually([&] { return stage_in(head_pipeline, "tp", pipeline::StageState::running); },
+                   milliseconds(60000)))
         << head_pipeline.health().reason;
     auto restarted = head_pipeline.process_ids();
     ASSERT_TRUE(restarted.contains("tp_tp0"));
