@@ -19,16 +19,17 @@ struct ConfigOptions {
     std::vector<std::string> node_addresses;  // several nodes: one per rank
 };
 
-// The node addresses a plan is shown for: --node-addr, else, when stages name nodes other than
-// 0, placeholders "node0", "node1", ... up to the highest rank named (the real ones are
-// exchanged when the nodes join).
+// The node addresses a plan is shown for: --node-addr, else, when stages (or `nodes:`) name
+// nodes other than 0, placeholders "node0", "node1", ... up to the highest rank named (the real
+// ones are exchanged when the nodes join).
 std::vector<std::string> node_addresses_for(const ConfigOptions& options,
                                             const config::PipelineConfig& config) {
     if (!options.node_addresses.empty()) return options.node_addresses;
-    int highest = 0;
+    // Every node `nodes:` names, too.
+    int highest = static_cast<int>(config.node_names.size()) - 1;
     for (const auto& stage : config.stages) {
         highest = std::max(highest, stage.node.value_or(0));
-        for (int rank : stage.replica_nodes) highest = std::max(highest, rank);
+        for (int rank : stage.node_list) highest = std::max(highest, rank);
     }
     std::vector<std::string> out;
     if (highest == 0) return out;

@@ -197,7 +197,7 @@ int serve(const ServeOptions& options) {
     runner::PipelineOptions pipeline_options;
     std::unique_ptr<runner::NodeHub> hub;  // several nodes: stopped before the pipeline
     if (options.nodes.several()) {
-        auto head = start_head(options.nodes, config->restart);
+        auto head = start_head(options.nodes, config->restart, config->node_names);
         if (!head) {
             std::cerr << "omnirt serve: " << head.error().to_string() << "\n";
             return 1;
@@ -223,6 +223,14 @@ int serve(const ServeOptions& options) {
         stop_nodes();
         std::cerr << "omnirt serve: " << pipeline.error().to_string() << "\n";
         return 1;
+    }
+    if (hub) {
+        // The hub stops and starts the head's ranks of TP stages over several nodes.
+        runner::Pipeline* raw_pipeline = pipeline->get();
+        hub->set_local_control([raw_pipeline](const std::vector<std::string>& processes, bool start,
+                                              const std::string& reason) {
+            raw_pipeline->control_processes(processes, start, reason);
+        });
     }
     client::Client client((*pipeline)->coordinator());
     serve::api::ApiServerOptions server_options{

@@ -116,13 +116,15 @@ Status check_node_flags(const NodeFlags& flags) {
     return ok_status();
 }
 
-Result<StartedHub> start_head(const NodeFlags& flags, const config::RestartPolicy& restart) {
+Result<StartedHub> start_head(const NodeFlags& flags, const config::RestartPolicy& restart,
+                              const std::vector<std::string>& node_names) {
     OMNI_TRY(HostPort head, parse_host_port(flags.dist_init_addr));
     OMNI_TRY(auto hub, runner::NodeHub::create({.bind_endpoint = tcp_endpoint("*", head.port),
                                                 .nnodes = flags.nnodes,
                                                 .head_address = flags.node_addr,
                                                 .node_timeout = seconds(flags.node_timeout_s),
-                                                .restart = restart}));
+                                                .restart = restart,
+                                                .node_names = node_names}));
     std::cout << "omnirt serve: node 0 of " << flags.nnodes << ", waiting for " << flags.nnodes - 1
               << (flags.nnodes == 2 ? " node" : " nodes") << " on " << hub->endpoint() << std::endl;
     OMNI_TRY(auto addresses, hub->wait_for_nodes(seconds(flags.join_timeout_s)));
@@ -146,6 +148,7 @@ Result<std::unique_ptr<serve::http::HttpServer>> node_health_server(
                                {"node_rank", rank},
                                {"processes", snapshot.processes}};
         if (!snapshot.running) body["reason"] = snapshot.detail;
+        if (!snapshot.node_name.empty()) body["node_name"] = snapshot.node_name;
         http->respond(snapshot.running ? 200 : 503, "application/json", body.dump());
     }));
     OMNI_RETURN_IF_ERROR(server->add_route("GET", "/health/live", [rank](auto http) {

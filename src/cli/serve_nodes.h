@@ -41,8 +41,11 @@ struct StartedHub {
     std::unique_ptr<runner::NodeHub> hub;
     std::vector<std::string> node_addresses;
 };
+// `node_names`: the config's `nodes:` (messages name nodes by them; more names than --nnodes
+// is an error).
 [[nodiscard]] Result<StartedHub> start_head(const NodeFlags& flags,
-                                            const config::RestartPolicy& restart);
+                                            const config::RestartPolicy& restart,
+                                            const std::vector<std::string>& node_names = {});
 
 // A rank other than 0: joins the head and runs this node's process groups until SIGINT /
 // SIGTERM (which the caller has blocked in every thread), answering /health (200 once its

@@ -63,6 +63,13 @@ class FieldReader {
     std::vector<Diagnostic>& out_;
 };
 
+// `nodes:` (parse_nodes.cpp): names checked (non-empty, distinct, not numbers), stored in
+// config.node_names.
+void read_node_names(FieldReader& reader, PipelineConfig& config);
+// After every stage was read: each stage's node_names resolved to ranks (node / node_list),
+// one diagnostic per name that `nodes:` does not have.
+void resolve_node_names(PipelineConfig& config, std::vector<Diagnostic>& out);
+
 // The string a scalar node holds when it is a string (quoted, or plain text that the core
 // schema types as a string); nullopt otherwise.
 [[nodiscard]] std::optional<std::string> string_of(const ConfigNode& node);

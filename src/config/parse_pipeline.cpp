@@ -183,7 +183,7 @@ PipelineConfig parse_pipeline(const ConfigNode& root, std::vector<Diagnostic>& d
     reader.reject_unknown_keys({"model_path", "stages", "name", "entry_stage", "relay_backend",
                                 "fused_stages", "runtime_overrides", "env_defaults", "endpoints",
                                 "terminal_stages_fn", "config_cls", "plugins", "gpu_memory_limit",
-                                "restart"});
+                                "restart", "nodes"});
     reader.require("model_path");
     reader.require("stages");
 
@@ -203,6 +203,8 @@ PipelineConfig parse_pipeline(const ConfigNode& root, std::vector<Diagnostic>& d
     if (auto plugins = reader.string_list("plugins")) config.plugins = std::move(*plugins);
     if (auto limit = reader.number("gpu_memory_limit", false)) config.gpu_memory_limit = *limit;
     read_restart(reader, config);
+    detail::read_node_names(reader, config);
+    detail::resolve_node_names(config, diagnostics);
     return config;
 }
 

@@ -57,15 +57,25 @@ void read_gpu(FieldReader& reader, StageConfig& stage) {
     if (auto id = read_id(*value, "gpu")) stage.gpu = {*id};
 }
 
-// `node: R` (every process of the stage on rank R) or `node: [R0, R1, ...]` (replica k on Rk;
-// validation checks the count against `replicas`).
+// `node: R` (every process of the stage on rank R) or `node: [R0, R1, ...]` (replica k, or TP
+// rank k, on Rk; validation checks the count). An entry may be a node name of the pipeline's
+// `nodes:` list instead of a rank (all of a list's entries, or none): the names go to
+// node_names and parse_pipeline resolves them (detail::resolve_node_names).
 void read_node(FieldReader& reader, StageConfig& stage) {
     const ConfigNode* value = reader.find("node");
     if (value == nullptr || scalar_type(*value) == ScalarType::null) return;
-    auto read_rank = [&](const ConfigNode& node, std::string_view key) -> std::optional<int> {
+    constexpr std::string_view kExpected = "a node rank, a node name, or a list of them";
+    // An entry: a rank, or a name (nullopt after a diagnostic).
+    struct Entry {
+        std::optional<int> rank;
+        std::string name;
+    };
+    auto read_entry = [&](const ConfigNode& node, std::string_view key) -> std::optional<Entry> {
+        if (auto name = detail::string_of(node); name && node.is_scalar()) {
+            return Entry{.name = *name};
+        }
         if (!node.is_scalar() || scalar_type(node) != ScalarType::integer) {
-            reader.wrong_type(node, key,
-                              key == "node" ? "an integer or a list of integers" : "an integer");
+            reader.wrong_type(node, key, key == "node" ? kExpected : "a node rank or a node name");
             return std::nullopt;
         }
         auto converted = to_value(node);
@@ -73,27 +83,51 @@ void read_node(FieldReader& reader, StageConfig& stage) {
             reader.report(node.location, key, converted.error().message);
             return std::nullopt;
         }
-        return narrow_to_int(reader, node, key, converted->as_int());
+        auto rank = narrow_to_int(reader, node, key, converted->as_int());
+        if (!rank) return std::nullopt;
+        return Entry{.rank = rank};
     };
     if (!value->is_sequence()) {
-        stage.node = read_rank(*value, "node");
+        auto entry = read_entry(*value, "node");
+        if (!entry) return;
+        if (entry->rank) {
+            stage.node = entry->rank;
+        } else {
+            stage.node_names = {entry->name};
+        }
         return;
     }
     std::vector<int> ranks;
+    std::vector<std::string> names;
     for (std::size_t i = 0; i < value->items.size(); ++i) {
         std::string key = "node[" + std::to_string(i) + "]";
         reader.locations()[key] = value->items[i].location;
-        auto rank = read_rank(value->items[i], key);
-        if (!rank) return;
-        ranks.push_back(*rank);
+        auto entry = read_entry(value->items[i], key);
+        if (!entry) return;
+        if (entry->rank) {
+            ranks.push_back(*entry->rank);
+        } else {
+            names.push_back(entry->name);
+        }
     }
-    if (ranks.empty()) {
+    if (ranks.empty() && names.empty()) {
         reader.report(value->location, "node",
-                      "node: [] names no node; give one node rank, or one per replica");
+                      "node: [] names no node; give one node, or one per replica or TP rank");
+        return;
+    }
+    if (!ranks.empty() && !names.empty()) {
+        reader.report(value->location, "node",
+                      "node mixes node ranks and node names; give every entry as a name of "
+                      "`nodes:`, or every entry as a rank");
+        return;
+    }
+    stage.node_list_written = true;
+    if (!names.empty()) {
+        stage.node_names = std::move(names);
         return;
     }
     stage.node = ranks.front();
-    stage.replica_nodes = std::move(ranks);
+    stage.node_list = std::move(ranks);
 }
 
 std::optional<RelayConfig> read_relay(FieldReader& stage_reader, StageConfig& stage) {

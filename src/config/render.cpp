@@ -67,6 +67,7 @@ std::string render_json(const RuntimePlan& plan) {
                         {"coordinator", plan.coordinator_endpoint},
                         {"abort", plan.abort_endpoint}};
     out["nodes"] = plan.node_addresses;
+    out["node_names"] = plan.node_names;
     out["remote_relay_backend"] = plan.remote_relay_backend;
     json stages = json::array();
     for (const auto& s : plan.stages) {
@@ -151,7 +152,9 @@ std::string render_text(const RuntimePlan& plan) {
     }
     out << "\n";
     for (std::size_t rank = 0; rank < plan.node_addresses.size(); ++rank) {
-        out << "  node " << rank << ": " << plan.node_addresses[rank]
+        out << "  node " << rank;
+        if (rank < plan.node_names.size()) out << " (" << plan.node_names[rank] << ")";
+        out << ": " << plan.node_addresses[rank]
             << (rank == 0 ? " (head: coordinator, HTTP API)" : "") << "\n";
     }
     out << "  runtime dir: " << plan.runtime_dir << "\n";
@@ -163,13 +166,22 @@ std::string render_text(const RuntimePlan& plan) {
         if (s.tp_size > 1) out << ", tp " << s.tp_size;
         if (s.replicas > 1) out << ", " << s.replicas << " replicas";
         if (!plan.node_addresses.empty()) {
+            // One node per replica, or per TP rank (in process order).
             std::vector<std::string> nodes;
-            for (int k = 0; k < std::max(s.replicas, 1); ++k) {
-                nodes.push_back(std::to_string(replica_node(plan, s, k)));
+            if (s.tp_size > 1) {
+                for (const auto& name : s.processes) {
+                    const ProcessPlan* process = plan.find_process(name);
+                    nodes.push_back(plan.node_name(process != nullptr ? process->node : s.node));
+                }
+            } else {
+                for (int k = 0; k < std::max(s.replicas, 1); ++k) {
+                    nodes.push_back(plan.node_name(replica_node(plan, s, k)));
+                }
             }
             const bool spread = std::any_of(nodes.begin(), nodes.end(),
                                             [&](const auto& n) { return n != nodes.front(); });
-            out << (spread ? ", nodes " + join(nodes) : ", node " + nodes.front());
+            const std::string per = s.tp_size > 1 ? ", ranks on nodes " : ", nodes ";
+            out << (spread ? per + join(nodes) : ", node " + nodes.front());
         }
         out << "\n    endpoint " << (s.replicas > 1 ? join(s.replica_endpoints) : s.endpoint)
             << "\n";
@@ -192,7 +204,7 @@ std::string render_text(const RuntimePlan& plan) {
     out << "\nprocesses:\n";
     for (const auto& p : plan.processes) {
         out << "  " << p.name << ": " << join(p.stages);
-        if (!plan.node_addresses.empty()) out << " (node " << p.node << ")";
+        if (!plan.node_addresses.empty()) out << " (node " << plan.node_name(p.node) << ")";
         if (p.gpu) out << " (gpu " << *p.gpu << ")";
         if (p.replicas > 1) out << " (replica " << p.replica << " of " << p.replicas << ")";
         if (p.tp)
@@ -224,7 +236,7 @@ std::string render_mermaid(const RuntimePlan& plan) {
     out << "  coordinator([coordinator])\n";
     for (const auto& p : plan.processes) {
         out << "  subgraph " << mermaid_id("proc_" + p.name) << " [\"process " << p.name;
-        if (!plan.node_addresses.empty()) out << " (node " << p.node << ")";
+        if (!plan.node_addresses.empty()) out << " (node " << plan.node_name(p.node) << ")";
         if (p.gpu) out << " (gpu " << *p.gpu << ")";
         out << "\"]\n";
         for (const auto& stage : p.stages) {

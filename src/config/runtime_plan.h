@@ -92,7 +92,9 @@ struct StagePlan {
     std::optional<std::string> stream_done_to_fn;
     std::map<std::string, std::string> project_payload;
     double fan_in_timeout_s = kDefaultFanInTimeoutS;
-    int node = 0;  // the node rank that runs its processes (replica 0's: replica_node())
+    // The node rank that runs its processes (replica 0's: replica_node(); a TP stage's rank 0's,
+    // where its IO and rendezvous are; its other ranks may run elsewhere: nodes_of_stage()).
+    int node = 0;
 
     // Derived from next / stream_to and placement.
     std::vector<std::string> local_targets;            // next targets in the same process
@@ -120,6 +122,9 @@ struct RuntimePlan {
     // Several nodes (docs/multi_node.md): each node's address, index = node rank; the endpoints
     // of a node's stages bind there. Empty for one node.
     std::vector<std::string> node_addresses;
+    // The config's `nodes:` names (index = node rank; may be shorter than node_addresses, or
+    // empty): messages and health name a node by them.
+    std::vector<std::string> node_names;
     // The relay backend of edges between nodes ("ucx"); empty for one node.
     std::string remote_relay_backend;
 
@@ -134,6 +139,13 @@ struct RuntimePlan {
     // Stage objects that run (one per stage and replica; TP followers host none): what the
     // coordinator waits for at start.
     [[nodiscard]] std::size_t stage_instances() const;
+    // "gpu-a" for a named node, else its rank ("1").
+    [[nodiscard]] std::string node_name(int rank) const;
+    // "node 1 (10.0.0.2)", or "node gpu-a (rank 1, 10.0.0.2)" for a named node; the address
+    // left out when the plan has none.
+    [[nodiscard]] std::string node_label(int rank) const;
+    // Every node that runs a process of `stage` (its replicas, or its TP ranks), ascending.
+    [[nodiscard]] std::vector<int> nodes_of_stage(const StagePlan& stage) const;
 };
 
 // Replica `replica` (0..replicas-1) of `stage`: the node its process runs on, and its process's
@@ -141,6 +153,11 @@ struct RuntimePlan {
 [[nodiscard]] int replica_node(const RuntimePlan& plan, const StagePlan& stage, int replica);
 [[nodiscard]] std::int64_t replica_relay_rank(const RuntimePlan& plan, const StagePlan& stage,
                                               int replica);
+
+// How messages name node `rank`: "node 1 (10.0.0.2)", or "node gpu-a (rank 1, 10.0.0.2)" when
+// `names` (the config's `nodes:`) names it; the address left out when empty.
+[[nodiscard]] std::string node_label(int rank, const std::string& address,
+                                     const std::vector<std::string>& names);
 
 // How a stage running in `process` names itself to the coordinator (heartbeats, supervision):
 // the stage name, or replica_name(stage, k) in replica k of a replicated process group.

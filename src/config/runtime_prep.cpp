@@ -135,6 +135,40 @@ std::size_t RuntimePlan::stage_instances() const {
     return count;
 }
 
+std::string RuntimePlan::node_name(int rank) const {
+    if (rank >= 0 && static_cast<std::size_t>(rank) < node_names.size()) {
+        return node_names[static_cast<std::size_t>(rank)];
+    }
+    return std::to_string(rank);
+}
+
+std::string node_label(int rank, const std::string& address,
+                       const std::vector<std::string>& names) {
+    const auto index = static_cast<std::size_t>(rank);
+    if (rank >= 0 && index < names.size()) {
+        return "node " + names[index] + " (rank " + std::to_string(rank) +
+               (address.empty() ? "" : ", " + address) + ")";
+    }
+    return "node " + std::to_string(rank) + (address.empty() ? "" : " (" + address + ")");
+}
+
+std::string RuntimePlan::node_label(int rank) const {
+    const auto index = static_cast<std::size_t>(rank);
+    return config::node_label(
+        rank, rank >= 0 && index < node_addresses.size() ? node_addresses[index] : std::string(),
+        node_names);
+}
+
+std::vector<int> RuntimePlan::nodes_of_stage(const StagePlan& stage) const {
+    std::vector<int> out;
+    for (const auto& name : stage.processes) {
+        if (const ProcessPlan* process = find_process(name)) out.push_back(process->node);
+    }
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+    return out;
+}
+
 int replica_node(const RuntimePlan& plan, const StagePlan& stage, int replica) {
     if (stage.replicas < 2) return stage.node;
     const ProcessPlan* process =
@@ -179,23 +213,36 @@ Result<RuntimePlan> prepare_runtime(const PipelineConfig& config, const PrepOpti
 
     const bool multi_node = options.node_addresses.size() > 1;
     const std::size_t nodes = std::max<std::size_t>(options.node_addresses.size(), 1);
+    auto node_count = [](std::size_t count) {
+        return std::to_string(count) + (count == 1 ? " node" : " nodes");
+    };
+    if (config.node_names.size() > nodes) {
+        return fail(ErrorCode::invalid_argument,
+                    "nodes names " + node_count(config.node_names.size()) +
+                        ", but the pipeline runs on " + node_count(nodes) +
+                        " (serve it with --nnodes " + std::to_string(config.node_names.size()) +
+                        " or more)");
+    }
     for (const StageConfig& stage : config.stages) {
-        for (int k = 0; k < std::max(stage.replicas, 1); ++k) {
-            const int node = stage.node_of_replica(k);
+        // One process per replica, or per TP rank.
+        const int processes = stage.is_tp() ? stage.tp_size : std::max(stage.replicas, 1);
+        for (int k = 0; k < processes; ++k) {
+            const int node = stage.is_tp() ? stage.node_of_tp_rank(k) : stage.node_of_replica(k);
             if (static_cast<std::size_t>(node) < nodes) continue;
-            return fail(
-                ErrorCode::invalid_argument,
-                "stage '" + stage.name + "' is placed on node " + std::to_string(node) +
-                    (stage.replica_nodes.empty() ? "" : " (replica " + std::to_string(k) + ")") +
-                    ", but the pipeline runs on " + std::to_string(nodes) +
-                    (nodes == 1 ? " node" : " nodes") + " (serve it with --nnodes " +
-                    std::to_string(node + 1) + " or more)");
+            const std::string which = stage.node_list.empty() ? ""
+                                      : stage.is_tp() ? " (TP rank " + std::to_string(k) + ")"
+                                                      : " (replica " + std::to_string(k) + ")";
+            return fail(ErrorCode::invalid_argument,
+                        "stage '" + stage.name + "' is placed on node " + config.node_name(node) +
+                            which + ", but the pipeline runs on " + node_count(nodes) +
+                            " (serve it with --nnodes " + std::to_string(node + 1) + " or more)");
         }
     }
     if (multi_node) {
         plan.node_addresses = options.node_addresses;
         plan.remote_relay_backend = kRemoteRelayBackend;
     }
+    plan.node_names = config.node_names;
     EndpointAllocator endpoints(config.endpoints, plan.runtime_dir, options.node_addresses);
     OMNI_TRY(plan.coordinator_endpoint, endpoints.socket("coordinator", "c"));
     OMNI_TRY(plan.abort_endpoint, endpoints.socket("abort", "a"));
@@ -232,10 +279,12 @@ Result<RuntimePlan> prepare_runtime(const PipelineConfig& config, const PrepOpti
                  endpoints.socket("stage-" + stage.name, "s" + std::to_string(i), node));
         if (stage.is_tp()) {
             std::vector<std::string> names = tp_process_names(stage);
+            // The rendezvous is rank 0's (it hosts the store); `node: [...]` puts rank r on the
+            // r-th node, its control endpoint on that node's address.
             OMNI_TRY(std::string rendezvous, endpoints.rendezvous(stage.name, node));
             for (int rank = 0; rank < stage.tp_size; ++rank) {
                 ProcessPlan& process = process_index(names[rank]);
-                process.node = node;
+                process.node = multi_node ? stage.node_of_tp_rank(rank) : 0;
                 process.stages.push_back(stage.name);
                 if (stage.on_gpu()) process.gpu = stage.gpu[rank];
                 process.tp = TpRank{.stage = stage.name,
@@ -246,7 +295,7 @@ Result<RuntimePlan> prepare_runtime(const PipelineConfig& config, const PrepOpti
                     OMNI_TRY(process.tp->endpoint,
                              endpoints.socket("tp-" + stage.name + "-" + std::to_string(rank),
                                               "t" + std::to_string(i) + "_" + std::to_string(rank),
-                                              node));
+                                              process.node));
                 }
             }
             sp.process = names.front();

@@ -49,6 +49,13 @@ const SourceLocation& PipelineConfig::location_of(const std::string& field) cons
     return it == field_locations.end() ? location : it->second;
 }
 
+std::string PipelineConfig::node_name(int rank) const {
+    if (rank >= 0 && static_cast<std::size_t>(rank) < node_names.size()) {
+        return node_names[static_cast<std::size_t>(rank)];
+    }
+    return std::to_string(rank);
+}
+
 const std::vector<std::string>& known_relay_backends() {
     static const std::vector<std::string> backends = {"shm",  "ucx",  "gloo",
                                                       "nccl", "nixl", "mooncake"};

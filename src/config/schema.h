@@ -67,11 +67,18 @@ struct StageConfig {
     // Processes running this stage's process group (docs/config.md "Replicas"), 1..kMaxReplicas.
     int replicas = 1;
     // The node (rank, 0..nnodes-1) whose `omnirt serve --node-rank` runs the stage's process
-    // group (every rank of a TP stage); unset: node 0. Several nodes: docs/multi_node.md.
-    // `node: [a, b, ...]` places the replicas one by one (replica k on the k-th rank, one entry
-    // per replica); `node` is then the first entry (replica 0's node).
+    // group; unset: node 0. Several nodes: docs/multi_node.md. `node: [a, b, ...]` places the
+    // stage's processes one by one: replica k on the k-th node (one entry per replica), or, for a
+    // tensor-parallel stage, TP rank r on the r-th node (one entry per rank); `node` is then the
+    // first entry (replica 0's, or rank 0's: where the stage's IO and its rendezvous are).
+    // Entries may be node names of the pipeline's `nodes:` list; the loader resolves them to
+    // ranks (node_names keeps what was written).
     std::optional<int> node;
-    std::vector<int> replica_nodes;  // empty: every replica on `node`
+    std::vector<int> node_list;  // empty: every process of the stage on `node`
+    // The names written in `node:` (one per entry of the list, or one for `node: NAME`); empty
+    // when the field gives ranks.
+    std::vector<std::string> node_names;
+    bool node_list_written = false;  // `node:` was a list (node_list once resolved)
 
     // Where the stage and each of its fields were written ("next" -> location).
     SourceLocation location;
@@ -79,11 +86,15 @@ struct StageConfig {
 
     [[nodiscard]] bool on_gpu() const { return !gpu.empty(); }
     [[nodiscard]] bool is_tp() const { return tp_size > 1; }
-    // The node of replica `replica` (0 when `node` is unset); `replica` below replica_nodes'
-    // size when the list is given.
+    // The node of replica `replica` (0 when `node` is unset); `replica` below node_list's size
+    // when the list is given. Not for a TP stage's list (node_of_tp_rank).
     [[nodiscard]] int node_of_replica(int replica) const {
-        return replica_nodes.empty() ? node.value_or(0)
-                                     : replica_nodes.at(static_cast<std::size_t>(replica));
+        return node_list.empty() || is_tp() ? node.value_or(0)
+                                            : node_list.at(static_cast<std::size_t>(replica));
+    }
+    // The node of TP rank `rank` (0..tp_size-1): node_list[rank] when the list is given.
+    [[nodiscard]] int node_of_tp_rank(int rank) const {
+        return node_list.empty() ? node.value_or(0) : node_list.at(static_cast<std::size_t>(rank));
     }
     // The location of `field`, or of the stage when the field was not written.
     [[nodiscard]] const SourceLocation& location_of(const std::string& field) const;
@@ -127,6 +138,9 @@ struct PipelineConfig {
     std::vector<std::string> plugins;  // shared libraries that register functions (absolute)
     double gpu_memory_limit = 1.0;     // share of each GPU the pipeline may budget, (0, 1]
     RestartPolicy restart;
+    // `nodes: [head, gpu-a, ...]`: a name for each node, index = node rank (docs/multi_node.md);
+    // `node:` may then name a node. Empty: nodes are known by rank only.
+    std::vector<std::string> node_names;
 
     std::string source;  // file the config was read from ("<string>" for text)
     SourceLocation location;
@@ -140,6 +154,8 @@ struct PipelineConfig {
     [[nodiscard]] std::map<std::string, std::vector<int>> gpu_placement() const;
     [[nodiscard]] const StageConfig* find_stage(const std::string& stage_name) const;
     [[nodiscard]] const SourceLocation& location_of(const std::string& field) const;
+    // "gpu-a" for a node named in `nodes:`, else the rank ("1").
+    [[nodiscard]] std::string node_name(int rank) const;
 };
 
 // Relay backends the config accepts. shm, ucx and gloo are built here; nccl needs a CUDA

@@ -1,11 +1,12 @@
 // Node placement (docs/multi_node.md): a stage's `node` is a rank in 0..kMaxNodeRank, or a list
-// of such ranks, one per replica (`node: [0, 1]` with `replicas: 2`); every stage of one process
-// group (after fusion) is placed alike, and a c10d relay world (gloo / nccl) stays on one node.
+// of such ranks, one per replica (`node: [0, 1]` with `replicas: 2`) or one per rank of a
+// tensor-parallel stage (`node: [0, 1]` with `tp_size: 2`); every stage of one process group
+// (after fusion) is placed alike, and a c10d relay world (gloo / nccl) stays on one node. Node
+// names (`nodes:`) were resolved to ranks by the loader.
 // Whether the ranks exist is known only to `omnirt serve --nnodes` (runtime prep checks it against
 // the nodes that joined).
 #include <algorithm>
 #include <map>
-#include <set>
 
 #include "config/process_groups.h"
 #include "config/validate.h"
@@ -22,14 +23,13 @@ std::string placement_text(const StageConfig& stage) {
     return text;
 }
 
-// `node: [...]`: ranks in range, one per replica, not for a tensor-parallel stage. False when
-// the list is unusable (the group check then skips the stage).
-bool check_replica_nodes(const PipelineConfig& config, std::size_t i,
-                         std::vector<Diagnostic>& out) {
+// `node: [...]`: ranks in range, one per replica, or one per rank of a tensor-parallel stage.
+// False when the list is unusable (the group check then skips the stage).
+bool check_node_list(const PipelineConfig& config, std::size_t i, std::vector<Diagnostic>& out) {
     const StageConfig& stage = config.stages[i];
     bool usable = true;
-    for (std::size_t k = 0; k < stage.replica_nodes.size(); ++k) {
-        const int rank = stage.replica_nodes[k];
+    for (std::size_t k = 0; k < stage.node_list.size(); ++k) {
+        const int rank = stage.node_list[k];
         if (rank < 0 || rank > kMaxNodeRank) {
             report(config, i, "node[" + std::to_string(k) + "]",
                    "node must be a node rank in 0.." + std::to_string(kMaxNodeRank) + " (got " +
@@ -38,20 +38,24 @@ bool check_replica_nodes(const PipelineConfig& config, std::size_t i,
             usable = false;
         }
     }
-    const std::set<int> distinct(stage.replica_nodes.begin(), stage.replica_nodes.end());
-    if (stage.is_tp() && distinct.size() > 1) {
-        report(config, i, "node",
-               "the ranks of a tensor-parallel stage (tp_size " + std::to_string(stage.tp_size) +
-                   ") run on one node; a list of nodes places replicas, not TP ranks",
-               out);
-        return false;
+    const std::size_t entries = stage.node_list.size();
+    const std::string listed =
+        "node lists " + std::to_string(entries) + " node" + (entries == 1 ? "" : "s");
+    if (stage.is_tp()) {
+        if (entries != static_cast<std::size_t>(stage.tp_size)) {
+            report(config, i, "node",
+                   listed + " but the stage has tp_size " + std::to_string(stage.tp_size) +
+                       "; give one node per TP rank (rank r runs on the r-th), or one node for "
+                       "every rank",
+                   out);
+            usable = false;
+        }
+        return usable;
     }
-    if (stage.replica_nodes.size() != static_cast<std::size_t>(stage.replicas)) {
+    if (entries != static_cast<std::size_t>(stage.replicas)) {
         report(config, i, "node",
-               "node lists " + std::to_string(stage.replica_nodes.size()) + " node rank" +
-                   (stage.replica_nodes.size() == 1 ? "" : "s") + " but the stage has replicas " +
-                   std::to_string(stage.replicas) +
-                   "; give one node rank per replica, or one rank for all of them",
+               listed + " but the stage has replicas " + std::to_string(stage.replicas) +
+                   "; give one node per replica, or one node for all of them",
                out);
         usable = false;
     }
@@ -65,9 +69,9 @@ void validate_nodes(const PipelineConfig& config, std::vector<Diagnostic>& out) 
     std::vector<bool> usable(config.stages.size(), true);
     for (std::size_t i = 0; i < config.stages.size(); ++i) {
         const StageConfig& stage = config.stages[i];
-        if (!stage.replica_nodes.empty()) {
-            usable[i] = check_replica_nodes(config, i, out);
-            for (int rank : stage.replica_nodes) any_remote = any_remote || rank != 0;
+        if (!stage.node_list.empty()) {
+            usable[i] = check_node_list(config, i, out);
+            for (int rank : stage.node_list) any_remote = any_remote || rank != 0;
             continue;
         }
         if (!stage.node) continue;
@@ -90,7 +94,7 @@ void validate_nodes(const PipelineConfig& config, std::vector<Diagnostic>& out) 
         auto [first, inserted] = first_of_group.emplace(group->second, i);
         if (inserted) continue;
         const StageConfig& other = config.stages[first->second];
-        if (!stage.replica_nodes.empty() || !other.replica_nodes.empty()) {
+        if (!stage.node_list.empty() || !other.node_list.empty()) {
             if (stage.replicas == other.replicas &&
                 placement_text(stage) != placement_text(other)) {
                 report(config, i, "node",

@@ -11,6 +11,14 @@
 namespace omnirt::config::detail {
 namespace {
 
+// The node of TP rank `rank`, while the node list may still be the wrong length (reported by
+// validate_nodes).
+int rank_node(const StageConfig& stage, int rank) {
+    return static_cast<std::size_t>(rank) < stage.node_list.size() && stage.is_tp()
+               ? stage.node_list[static_cast<std::size_t>(rank)]
+               : stage.node.value_or(0);
+}
+
 bool valid_tp_list(const StageConfig& stage) {
     return stage.is_tp() && stage.gpu_is_list &&
            stage.gpu.size() == static_cast<std::size_t>(stage.tp_size);
@@ -60,11 +68,14 @@ void check_process_and_tp(const PipelineConfig& config, std::size_t i,
                out);
     }
     if (stage.is_tp()) {
-        std::set<int> seen;
+        // Ranks on other nodes (`node: [...]`) may use the same GPU id: it is another device.
+        std::set<std::pair<int, int>> seen;
         for (std::size_t k = 0; k < stage.gpu.size(); ++k) {
-            if (!seen.insert(stage.gpu[k]).second) {
+            const int node = rank_node(stage, static_cast<int>(k));
+            if (!seen.insert({node, stage.gpu[k]}).second) {
                 report(config, i, "gpu[" + std::to_string(k) + "]",
                        "GPU " + std::to_string(stage.gpu[k]) +
+                           (node == 0 ? "" : " of node " + config.node_name(node)) +
                            " is listed twice; each TP rank needs its own GPU",
                        out);
             }
@@ -157,13 +168,13 @@ struct GpuUse {
 void check_groups_and_gpus(const PipelineConfig& config, std::vector<Diagnostic>& out) {
     ProcessGroups groups(config);
     std::map<std::size_t, std::pair<int, std::size_t>> group_gpu;  // group -> first GPU, stage
-    std::map<int, GpuUse> gpus;
+    std::map<std::pair<int, int>, GpuUse> gpus;  // (node, GPU id): a node's own devices
     for (std::size_t i = 0; i < config.stages.size(); ++i) {
         const StageConfig& stage = config.stages[i];
         if (valid_tp_list(stage)) {
             std::string prefix = stage.process.value_or(stage.name);
             for (int rank = 0; rank < stage.tp_size; ++rank) {
-                GpuUse& use = gpus[stage.gpu[rank]];
+                GpuUse& use = gpus[{rank_node(stage, rank), stage.gpu[rank]}];
                 use.stages.push_back(i);
                 use.owners.insert("'" + prefix + "_tp" + std::to_string(rank) + "'");
             }
@@ -182,11 +193,14 @@ void check_groups_and_gpus(const PipelineConfig& config, std::vector<Diagnostic>
                        "CPU stages and stages of at most one GPU",
                    out);
         }
-        GpuUse& use = gpus[gpu];
+        GpuUse& use = gpus[{stage.node.value_or(0), gpu}];
         use.stages.push_back(i);
         use.owners.insert(groups.label(group));
     }
-    for (const auto& [gpu, use] : gpus) {
+    for (const auto& [node_and_gpu, use] : gpus) {
+        const auto [node, gpu] = node_and_gpu;
+        const std::string device =
+            "GPU " + std::to_string(gpu) + (node == 0 ? "" : " of node " + config.node_name(node));
         std::vector<std::string> owners(use.owners.begin(), use.owners.end());
         std::string shared_by;
         for (const auto& owner : owners) shared_by += (shared_by.empty() ? "" : ", ") + owner;
@@ -206,13 +220,13 @@ void check_groups_and_gpus(const PipelineConfig& config, std::vector<Diagnostic>
                 return !config.stages[i].gpu_memory_fraction;
             });
             report(config, at, "gpu",
-                   "GPU " + std::to_string(gpu) + " is shared by process groups " + shared_by +
+                   device + " is shared by process groups " + shared_by +
                        "; every stage on a shared GPU must set gpu_memory_fraction (missing on " +
                        quoted_list(missing) + ")",
                    out);
         } else if (sum > config.gpu_memory_limit + 1e-9) {
             report(config, first, "gpu_memory_fraction",
-                   "GPU " + std::to_string(gpu) + " (process groups " + shared_by +
+                   device + " (process groups " + shared_by +
                        "): gpu_memory_fraction budgets sum to " + format_number(sum) +
                        ", more than gpu_memory_limit " + format_number(config.gpu_memory_limit),
                    out);

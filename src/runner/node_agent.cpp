@@ -82,6 +82,10 @@ enum class SessionEnd : std::uint8_t { stopped, rejoin, head_shutdown };
 Result<SessionEnd> run_session(const NodeAgentOptions& options, Link& link,
                                const node::Welcome& welcome, const std::atomic<bool>& stop) {
     OMNI_TRY(config::RuntimePlan plan, decode_plan(welcome.plan));
+    // The node's name when the config's `nodes:` gives one (for its /health).
+    const std::string name = static_cast<std::size_t>(options.node_rank) < plan.node_names.size()
+                                 ? plan.node_names[static_cast<std::size_t>(options.node_rank)]
+                                 : std::string();
     auto outbox = std::make_shared<Outbox>();
     const std::uint64_t session = welcome.session;
     const int rank = options.node_rank;
@@ -112,7 +116,8 @@ Result<SessionEnd> run_session(const NodeAgentOptions& options, Link& link,
     spdlog::info("node {}: {} process groups running", rank, (*pipeline)->process_ids().size());
     auto report = [&](bool running, std::string detail) {
         if (!options.status) return;
-        NodeAgentStatus::Snapshot snapshot{.running = running, .detail = std::move(detail)};
+        NodeAgentStatus::Snapshot snapshot{
+            .running = running, .detail = std::move(detail), .node_name = name};
         for (const auto& [process, pid] : (*pipeline)->process_ids()) {
             snapshot.processes.emplace(process, pid);
         }
@@ -145,6 +150,10 @@ Result<SessionEnd> run_session(const NodeAgentOptions& options, Link& link,
         }
         if (const auto* reject = std::get_if<node::Reject>(&*message)) {
             spdlog::warn("node {}: the head refused a message: {}", rank, reject->reason);
+        }
+        if (const auto* control = std::get_if<node::ProcessControl>(&*message)) {
+            if (control->session != session) continue;  // an earlier head's
+            (*pipeline)->control_processes(control->processes, control->start, control->reason);
         }
     }
     report(false, end == SessionEnd::rejoin ? "joining the head again" : "stopping");

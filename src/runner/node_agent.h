@@ -6,6 +6,10 @@
 // reporting stage losses and restarts to the head, and sends a heartbeat (its processes' pids)
 // every heartbeat_interval.
 //
+// The head's process_control stops some of the node's processes and keeps them down, or starts
+// them afresh (the ranks of a tensor-parallel stage over several nodes, Pipeline::
+// control_processes).
+//
 // The head's answers: a `reject` ends the agent with its reason (a wrong rank, node count or
 // address, another omnirt version); `shutdown` (the head stops) or `rejoin` (the head
 // restarted) stop the node's stages and join again, waiting up to join_timeout for a head.
@@ -34,6 +38,7 @@ class NodeAgentStatus {
         bool running = false;                           // welcomed, its process groups started
         std::string detail;                             // what it waits for, or why it stopped
         std::map<std::string, std::int64_t> processes;  // process -> pid
+        std::string node_name;  // the config's `nodes:` name of this node, once welcomed
     };
     void set(Snapshot snapshot) {
         std::lock_guard lock(mutex_);

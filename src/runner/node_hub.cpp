@@ -3,11 +3,13 @@
 #include <pthread.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <map>
 #include <mutex>
 #include <optional>
 #include <random>
+#include <set>
 #include <thread>
 #include <zmq.hpp>
 
@@ -48,9 +50,13 @@ std::uint64_t random_session() {
     return (std::uint64_t{device()} << 32) ^ device();
 }
 
-std::string node_label(int rank, const std::string& address) {
-    return "node " + std::to_string(rank) + (address.empty() ? "" : " (" + address + ")");
-}
+// A process_control for node `node` (0: the head's own processes).
+struct ControlAction {
+    int node = 0;
+    std::vector<std::string> processes;
+    bool start = false;
+    std::string reason;
+};
 
 }  // namespace
 
@@ -71,6 +77,16 @@ struct NodeHub::State {
     bool stop_requested = false;
     bool stopped = false;
     std::chrono::milliseconds grace{0};
+    // TP stages over several nodes whose ranks are held down (a node of theirs went missing).
+    std::set<std::string> held_groups;
+    std::vector<ControlAction> controls;       // to send or run once the lock is released
+    LocalProcessControl local_control;         // the head's own processes
+    std::vector<ControlAction> local_pending;  // asked for before set_local_control
+
+    std::string label_locked(int rank) const {
+        const auto& address = records[static_cast<std::size_t>(rank)].address;
+        return config::node_label(rank, address, plan ? plan->node_names : options.node_names);
+    }
 
     void run() {
         pthread_setname_np(pthread_self(), "omnirt-nodehub");
@@ -137,6 +153,7 @@ struct NodeHub::State {
                 handle(from, *message, calls, shutdown_sent);
             }
             call_coordinator(calls);
+            run_controls();
         }
         socket.close();
         std::lock_guard lock(mutex);
@@ -159,14 +176,120 @@ struct NodeHub::State {
         }
     }
 
-    // The processes of node `rank` in the plan: name -> stages.
+    // The processes of node `rank` in the plan that report their stages (name -> stages): all
+    // but TP follower ranks, whose stage the coordinator hears of through rank 0.
     std::map<std::string, std::vector<std::string>> processes_of(int rank) const {
         std::map<std::string, std::vector<std::string>> out;
         if (!plan) return out;
         for (const auto& process : plan->processes) {
+            if (process.tp && process.tp->rank > 0) continue;
             if (process.node == rank) out[process.name] = process.stages;
         }
         return out;
+    }
+
+    [[nodiscard]] bool stage_on_node(const config::StagePlan& stage, int rank) const {
+        const auto nodes = plan->nodes_of_stage(stage);
+        return std::find(nodes.begin(), nodes.end(), rank) != nodes.end();
+    }
+
+    // TP stages with ranks on several nodes, one of them `rank`.
+    std::vector<const config::StagePlan*> spread_tp_stages_on(int rank) const {
+        std::vector<const config::StagePlan*> out;
+        if (!plan) return out;
+        for (const auto& stage : plan->stages) {
+            if (stage.tp_size > 1 && plan->nodes_of_stage(stage).size() > 1 &&
+                stage_on_node(stage, rank)) {
+                out.push_back(&stage);
+            }
+        }
+        return out;
+    }
+
+    // The processes of `stage` on node `rank`.
+    std::vector<std::string> stage_processes_on(const config::StagePlan& stage, int rank) const {
+        std::vector<std::string> out;
+        for (const auto& name : stage.processes) {
+            const config::ProcessPlan* process = plan->find_process(name);
+            if (process != nullptr && process->node == rank) out.push_back(name);
+        }
+        return out;
+    }
+
+    // Node `rank` (lock held) went missing: the ranks of its spread TP stages stop on every
+    // other node and stay down until all of the stage's nodes are back.
+    void hold_groups_locked(int rank) {
+        for (const config::StagePlan* stage : spread_tp_stages_on(rank)) {
+            if (!held_groups.insert(stage->name).second) continue;
+            const std::string reason = "stage '" + stage->name + "' lost its ranks on " +
+                                       label_locked(rank) + "; its ranks are held down";
+            spdlog::warn("node hub: {}", reason);
+            for (int node : plan->nodes_of_stage(*stage)) {
+                if (node == rank) continue;
+                controls.push_back({.node = node,
+                                    .processes = stage_processes_on(*stage, node),
+                                    .start = false,
+                                    .reason = reason});
+            }
+        }
+    }
+
+    // Node `rank` (lock held) is back (`fresh`: it joined again and its plan starts its own
+    // processes): every held TP stage of it whose nodes are all back starts afresh on its other
+    // nodes (and on `rank` too when the node kept its old processes).
+    void release_groups_locked(int rank, bool fresh) {
+        for (const config::StagePlan* stage : spread_tp_stages_on(rank)) {
+            if (!held_groups.contains(stage->name)) continue;
+            const auto nodes = plan->nodes_of_stage(*stage);
+            const bool all_back = std::all_of(nodes.begin(), nodes.end(), [&](int node) {
+                const NodeRecord& record = records[static_cast<std::size_t>(node)];
+                return node == 0 || node == rank || (record.joined && !record.missing);
+            });
+            if (!all_back) continue;
+            held_groups.erase(stage->name);
+            const std::string reason = "every node of stage '" + stage->name + "' is back (" +
+                                       label_locked(rank) + " last)";
+            spdlog::info("node hub: {}: starting its ranks afresh", reason);
+            for (int node : nodes) {
+                if (node == rank && fresh) continue;
+                controls.push_back({.node = node,
+                                    .processes = stage_processes_on(*stage, node),
+                                    .start = true,
+                                    .reason = reason});
+            }
+        }
+    }
+
+    // Sends (or, for the head, runs) the queued process controls; IO thread, lock not held.
+    void run_controls() {
+        std::vector<ControlAction> actions;
+        std::vector<std::pair<std::string, node::NodeMessage>> outgoing;
+        LocalProcessControl local;
+        {
+            std::lock_guard lock(mutex);
+            actions = std::exchange(controls, {});
+            local = local_control;
+            for (auto& action : actions) {
+                if (action.processes.empty()) continue;
+                if (action.node == 0) {
+                    if (!local) local_pending.push_back(action);
+                    continue;
+                }
+                const NodeRecord& record = records[static_cast<std::size_t>(action.node)];
+                if (!record.joined) continue;  // its processes went with it
+                outgoing.emplace_back(record.routing_id,
+                                      node::ProcessControl{.session = session,
+                                                           .processes = action.processes,
+                                                           .start = action.start,
+                                                           .reason = action.reason});
+            }
+        }
+        for (auto& action : actions) {
+            if (action.node == 0 && local && !action.processes.empty()) {
+                local(action.processes, action.start, action.reason);
+            }
+        }
+        for (auto& [to, message] : outgoing) send(to, message);
     }
 
     std::vector<std::string> stages_of(int rank) const {
@@ -176,7 +299,8 @@ struct NodeHub::State {
             // The coordinator knows a replicated stage by its replicas' names; the replicas of
             // one stage may run on several nodes (`node: [...]`).
             if (stage.replicas < 2) {
-                if (stage.node == rank) out.push_back(stage.name);
+                // A TP stage is down when any node of its ranks is.
+                if (stage_on_node(stage, rank)) out.push_back(stage.name);
                 continue;
             }
             for (int k = 0; k < stage.replicas; ++k) {
@@ -188,10 +312,17 @@ struct NodeHub::State {
         return out;
     }
 
-    // The node that runs a name the coordinator uses: a stage, or a replica "{stage}.r{k}";
-    // nullopt for a name the plan does not have.
-    std::optional<int> node_of_instance(const std::string& name) const {
-        if (const config::StagePlan* stage = plan->find_stage(name)) return stage->node;
+    // Whether node `rank` runs (a process of) a name the coordinator uses: a stage (a TP
+    // stage's ranks may be on several nodes), or a replica "{stage}.r{k}".
+    bool instance_on_node(const std::string& name, int rank) const {
+        if (const config::StagePlan* stage = plan->find_stage(name)) {
+            return stage_on_node(*stage, rank);
+        }
+        return node_of_replica_instance(name) == rank;
+    }
+
+    // The node of a replica "{stage}.r{k}"; nullopt for a name the plan does not have.
+    std::optional<int> node_of_replica_instance(const std::string& name) const {
         const std::size_t dot = name.rfind(".r");
         if (dot == std::string::npos || dot + 2 >= name.size() || name.size() - dot > 6 ||
             name.find_first_not_of("0123456789", dot + 2) != std::string::npos) {
@@ -210,9 +341,11 @@ struct NodeHub::State {
         NodeRecord& record = records[static_cast<std::size_t>(rank)];
         if (record.missing) return;
         record.missing = true;
-        record.reason = node_label(rank, record.address) + " is missing: " + why;
+        record.reason = label_locked(rank) + " is missing: " + why;
         spdlog::error("node hub: {}", record.reason);
-        if (plan) calls.push_back({.stages = stages_of(rank), .reason = record.reason});
+        if (!plan) return;
+        calls.push_back({.stages = stages_of(rank), .reason = record.reason});
+        hold_groups_locked(rank);
     }
 
     void send_welcomes() {
@@ -225,6 +358,10 @@ struct NodeHub::State {
                 record.welcomed = true;
                 record.heard = false;
                 record.last_seen = Clock::now();
+                // A node that joined again starts its own ranks with the plan; the other
+                // nodes' ranks of its TP stages start afresh alongside.
+                if (record.missing)
+                    release_groups_locked(static_cast<int>(&record - &records[0]), true);
                 outgoing.emplace_back(record.routing_id, node::Welcome{.session = session,
                                                                        .plan = plan_bytes,
                                                                        .restart = options.restart});
@@ -266,7 +403,8 @@ struct NodeHub::State {
             std::holds_alternative<node::Reject>(message) ||
             std::holds_alternative<node::HubHeartbeat>(message) ||
             std::holds_alternative<node::Rejoin>(message) ||
-            std::holds_alternative<node::Shutdown>(message)) {
+            std::holds_alternative<node::Shutdown>(message) ||
+            std::holds_alternative<node::ProcessControl>(message)) {
             send(from, node::Reject{"node message: '" + std::string(node::message_type(message)) +
                                     "' is sent by the head, not to it"});
             return;
@@ -304,9 +442,10 @@ struct NodeHub::State {
             if (!record.missing) return;
             // Heard again: the stages of every process it runs serve again (a process it is
             // still restarting reports itself with stages_restarted).
-            spdlog::info("node hub: {} is back", node_label(rank, record.address));
+            spdlog::info("node hub: {} is back", label_locked(rank));
             record.missing = false;
             record.reason.clear();
+            release_groups_locked(rank, /*fresh=*/false);
             for (const auto& [process, stages] : processes_of(rank)) {
                 auto pid = heartbeat->pids.find(process);
                 if (pid != heartbeat->pids.end())
@@ -316,7 +455,7 @@ struct NodeHub::State {
             auto stages = own_stages(rank, down->stages);
             if (stages.empty()) return;
             calls.push_back({.stages = std::move(stages),
-                             .reason = node_label(rank, record.address) + ": " + down->reason,
+                             .reason = label_locked(rank) + ": " + down->reason,
                              .state = down->restarting ? pipeline::StageState::restarting
                                                        : pipeline::StageState::failed});
         } else if (const auto* restarted = std::get_if<node::StagesRestarted>(&message)) {
@@ -334,7 +473,7 @@ struct NodeHub::State {
         std::vector<std::string> out;
         if (!plan) return out;
         for (const auto& name : names) {
-            if (node_of_instance(name) == rank) out.push_back(name);
+            if (instance_on_node(name, rank)) out.push_back(name);
         }
         return out;
     }
@@ -422,6 +561,13 @@ Result<std::unique_ptr<NodeHub>> NodeHub::create(NodeHubOptions options) {
     if (options.head_address.empty()) {
         return fail(ErrorCode::invalid_argument, "the head needs its own address (--node-addr)");
     }
+    if (options.node_names.size() > static_cast<std::size_t>(options.nnodes)) {
+        return fail(ErrorCode::invalid_argument,
+                    "the config's nodes: names " + std::to_string(options.node_names.size()) +
+                        " nodes, but --nnodes is " + std::to_string(options.nnodes) +
+                        " (serve it with --nnodes " + std::to_string(options.node_names.size()) +
+                        " or more)");
+    }
     if (options.heartbeat_interval.count() <= 0 ||
         options.node_timeout <= options.heartbeat_interval) {
         return fail(ErrorCode::invalid_argument,
@@ -466,7 +612,13 @@ Result<std::vector<std::string>> NodeHub::wait_for_nodes(std::chrono::millisecon
     }
     if (auto absent = missing(); !absent.empty()) {
         std::string ranks;
-        for (int rank : absent) ranks += (ranks.empty() ? "" : ", ") + std::to_string(rank);
+        const auto& names = state_->options.node_names;
+        for (int rank : absent) {
+            ranks += (ranks.empty() ? "" : ", ") + std::to_string(rank);
+            if (static_cast<std::size_t>(rank) < names.size()) {
+                ranks += " (" + names[static_cast<std::size_t>(rank)] + ")";
+            }
+        }
         return fail(
             ErrorCode::deadline_exceeded,
             "node" + std::string(absent.size() == 1 ? " " : "s ") + ranks +
@@ -496,6 +648,17 @@ Status NodeHub::serve_plan(std::shared_ptr<const config::RuntimePlan> plan,
     state_->plan_bytes = std::move(bytes);
     state_->coordinator = &coordinator;
     return ok_status();
+}
+
+void NodeHub::set_local_control(LocalProcessControl control) {
+    std::vector<ControlAction> pending;
+    {
+        std::lock_guard lock(state_->mutex);
+        state_->local_control = control;
+        pending = std::exchange(state_->local_pending, {});
+    }
+    if (!control) return;
+    for (const auto& action : pending) control(action.processes, action.start, action.reason);
 }
 
 std::vector<NodeStatus> NodeHub::nodes() const {

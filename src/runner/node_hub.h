@@ -14,17 +14,27 @@
 // Supervision of nodes: a node that sends nothing for node_timeout once it runs its stages (its
 // link is cut, its omnirt hangs; while it starts them only the pipeline's start-up bounds it),
 // leaves, or joins again as a new process (it restarted) is missing: its stages are
-// marked restarting with a reason naming the node ("node 1 (10.77.0.2) is missing: ..."), so
+// marked restarting with a reason naming the node ("node 1 (10.77.0.2) is missing: ...", or
+// "node gpu-a (rank 1, 10.77.0.2) ..." for a node named in `nodes:`), so
 // requests through them fail at once and /health says which node it is. Once it is heard again
 // (its link came back, or it joined again and started its stages), its stages serve again.
 // Stage processes that die on a node are reported by that node (its own supervision restarts
 // them) and reach the coordinator the same way as on the head.
+//
+// A tensor-parallel stage whose ranks run on several nodes (`node: [...]`) goes down as a whole
+// when any of its nodes goes missing: its stage is marked restarting naming that node, and the
+// hub stops its ranks on the other nodes (the head's through set_local_control, the others'
+// with a process_control message) and keeps them down: a rank is never restarted alone, its
+// group's collectives and rendezvous would not match. Once every node of the stage is back
+// (a node that joined again starts its own ranks with its plan), the hub starts the ranks on
+// the other nodes afresh; rank 0's first heartbeat makes the stage serve again.
 //
 // Threads: one IO thread owns the socket (messages, heartbeats, timeouts) and calls the
 // coordinator. Public methods may be called from any thread. Joins are checked (protocol
 // version, node count, rank, address); a malformed or refused one gets a `reject` with the
 // reason and changes nothing.
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -45,7 +55,14 @@ struct NodeHubOptions {
     // A node silent this long is missing.
     std::chrono::milliseconds node_timeout{3000};
     config::RestartPolicy restart;  // handed to the nodes for their process groups
+    // The config's `nodes:` names (index = rank; at most nnodes): messages name nodes by them.
+    std::vector<std::string> node_names;
 };
+
+// Stops processes of the head (start false: keeps them down) or starts them afresh (start
+// true); Pipeline::control_processes. Called on the hub's IO thread: must not block.
+using LocalProcessControl = std::function<void(const std::vector<std::string>& processes,
+                                               bool start, const std::string& reason)>;
 
 struct NodeStatus {
     int rank = 0;
@@ -78,6 +95,10 @@ class NodeHub {
     // must outlive stop(). Fails when called twice or after stop().
     [[nodiscard]] Status serve_plan(std::shared_ptr<const config::RuntimePlan> plan,
                                     pipeline::Coordinator& coordinator);
+
+    // Where the hub stops and starts the head's own processes (the ranks of a TP stage over
+    // several nodes, see above); what it asked for before this call is handed over at once.
+    void set_local_control(LocalProcessControl control);
 
     [[nodiscard]] std::vector<NodeStatus> nodes() const;
 

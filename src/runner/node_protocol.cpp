@@ -183,6 +183,15 @@ Result<NodeMessage> decode_map(const std::string& type, const Fields& f) {
         OMNI_TRY(m.reason, f.text("reason"));
         return m;
     }
+    if (type == "process_control") {
+        ProcessControl m;
+        OMNI_TRY(m.session, f.session());
+        OMNI_TRY(m.processes, f.names("processes"));
+        if (m.processes.empty()) return field_error("processes", "is empty");
+        OMNI_TRY(m.start, f.boolean("start"));
+        OMNI_TRY(m.reason, f.text("reason"));
+        return m;
+    }
     return field_error("type", "unknown message type '" + type.substr(0, 64) + "'");
 }
 
@@ -245,6 +254,13 @@ struct ToValue {
     Value operator()(const Shutdown& m) const {
         return Value(Map{{"type", "shutdown"}, {"reason", m.reason}});
     }
+    Value operator()(const ProcessControl& m) const {
+        return Value(Map{{"type", "process_control"},
+                         {"session", session_value(m.session)},
+                         {"processes", string_list(m.processes)},
+                         {"start", m.start},
+                         {"reason", m.reason}});
+    }
 };
 
 }  // namespace
@@ -271,8 +287,9 @@ Result<NodeMessage> decode_node_message(std::span<const std::uint8_t> bytes) {
 
 std::string_view message_type(const NodeMessage& message) {
     static constexpr std::string_view kNames[] = {
-        "join",        "welcome",          "reject", "heartbeat", "hub_heartbeat",
-        "stages_down", "stages_restarted", "leave",  "rejoin",    "shutdown"};
+        "join",          "welcome",     "reject",           "heartbeat",
+        "hub_heartbeat", "stages_down", "stages_restarted", "leave",
+        "rejoin",        "shutdown",    "process_control"};
     return kNames[message.index()];
 }
 

@@ -7,7 +7,9 @@
 //   agent -> hub: join, heartbeat (the node's running processes), stages_down, stages_restarted,
 //                 leave
 //   hub -> agent: welcome (the session and the runtime plan), reject (why; permanent),
-//                 hub_heartbeat, rejoin (unknown session: join again), shutdown
+//                 hub_heartbeat, rejoin (unknown session: join again), shutdown,
+//                 process_control (stop some of the node's processes and keep them down, or
+//                 start them afresh: the ranks of a tensor-parallel stage over several nodes)
 //
 // Thread safety: pure functions.
 #include <cstdint>
@@ -22,7 +24,7 @@
 
 namespace omnirt::runner::node {
 
-inline constexpr std::int64_t kProtocolVersion = 1;
+inline constexpr std::int64_t kProtocolVersion = 2;
 // The largest message accepted (a welcome carries the plan, a few KiB per stage).
 inline constexpr std::size_t kMaxMessageBytes = std::size_t{16} << 20;
 
@@ -83,8 +85,17 @@ struct Shutdown {
     std::string reason;
 };
 
+// The head asks a node to stop `processes` (its own, by plan name) and keep them down
+// (start false), or to start them afresh, stopping what runs (start true).
+struct ProcessControl {
+    std::uint64_t session = 0;
+    std::vector<std::string> processes;
+    bool start = false;
+    std::string reason;
+};
+
 using NodeMessage = std::variant<Join, Welcome, Reject, Heartbeat, HubHeartbeat, StagesDown,
-                                 StagesRestarted, Leave, Rejoin, Shutdown>;
+                                 StagesRestarted, Leave, Rejoin, Shutdown, ProcessControl>;
 
 [[nodiscard]] Result<std::vector<std::uint8_t>> encode_node_message(const NodeMessage& message);
 // invalid_argument: "node message: <field>: <what is wrong>".

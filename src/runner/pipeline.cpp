@@ -63,7 +63,8 @@ Status Pipeline::State::start_children(Clock::time_point deadline) {
                               "--relay-timeout-ms", std::to_string(options.relay_timeout.count())}},
             .child = nullptr,
             .budget = RestartBudget(restart_policy),
-            .not_restartable = not_restartable(*plan, process)});
+            .not_restartable = not_restartable(*plan, process),
+            .reports_stages = !process.tp || process.tp->rank == 0});
         OMNI_TRY(auto child, ChildProcess::spawn(slot->spec));
         {
             std::lock_guard lock(children_mutex);
@@ -274,6 +275,19 @@ std::map<std::string, int> Pipeline::process_ids() const {
         if (slot->child) out[slot->name] = slot->child->pid();
     }
     return out;
+}
+
+void Pipeline::control_processes(const std::vector<std::string>& processes, bool start,
+                                 const std::string& reason) {
+    {
+        std::lock_guard lock(state_->restart_mutex);
+        if (state_->restart_stopping) return;
+        for (const auto& process : processes) {
+            if (state_->find_slot(process) == nullptr) continue;  // another node's
+            state_->controls.push_back({.process = process, .start = start, .reason = reason});
+        }
+    }
+    state_->restart_wake.notify_all();
 }
 
 void Pipeline::stop() { state_->stop_all(); }

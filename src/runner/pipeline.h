@@ -103,6 +103,16 @@ class Pipeline {
     // Child pids by process name (empty for in-process placement): the current incarnations.
     [[nodiscard]] std::map<std::string, int> process_ids() const;
 
+    // The ranks of a tensor-parallel stage over several nodes (docs/multi_node.md; the head's
+    // NodeHub and the node agents call it): stops the current incarnations of this node's
+    // process groups `processes` (SIGKILL: a rank whose group broke has nothing to save) and
+    // keeps them down, with no restart and no report (start false); or starts them afresh,
+    // stopping what runs first (start true): once ready, their stages are reported restarted
+    // (not by TP follower ranks, which the coordinator hears nothing from). Names this node does
+    // not run are ignored. Asynchronous: the restart thread does it, in call order. Any thread.
+    void control_processes(const std::vector<std::string>& processes, bool start,
+                           const std::string& reason);
+
     // Shuts the stages down (shutdown message, then SIGTERM after shutdown_grace, then SIGKILL),
     // stops the coordinator, removes the runtime directory. Idempotent.
     void stop();

@@ -8,11 +8,13 @@
 //   - the restart thread (`restarter`) starts replacement processes. It lives until stop_all
 //     has shut every child down: a child gets PR_SET_PDEATHSIG, which fires when the thread
 //     that spawned it exits.
-//   restart_mutex guards the restart fields (due, stopping, parked, released, starting) and
-//   every ProcessSlot's budget; children_mutex guards every ProcessSlot's child pointer (read by
-//   process_ids from any thread). Neither is held while calling the coordinator.
+//   restart_mutex guards the restart fields (due, controls, stopping, parked, released,
+//   starting) and every ProcessSlot's budget and held flag; children_mutex guards every
+//   ProcessSlot's child pointer (read by process_ids from any thread). Neither is held while
+//   calling the coordinator.
 #include <chrono>
 #include <condition_variable>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -42,6 +44,17 @@ struct ProcessSlot {
     RestartBudget budget;
     // Why this group can never be restarted (empty: it can).
     std::string not_restartable;
+    // False for a TP follower rank: the coordinator hears of its stage through rank 0 only.
+    bool reports_stages = true;
+    // Stopped and kept down by control_processes (restart_mutex): its exits are expected.
+    bool held = false;
+};
+
+// A control_processes request for one process group.
+struct ProcessControlRequest {
+    std::string process;
+    bool start = false;
+    std::string reason;
 };
 
 struct Pipeline::State {
@@ -68,6 +81,7 @@ struct Pipeline::State {
     bool restarter_parked = false;
     bool restarter_released = false;
     ChildProcess* starting = nullptr;  // a replacement waiting to be ready (killed by stop)
+    std::deque<ProcessControlRequest> controls;  // control_processes, in call order
     std::thread restarter;
 
     // pipeline.cpp
@@ -80,6 +94,8 @@ struct Pipeline::State {
     // The group lost its incarnation (`what` says how): schedules a restart or fails its stages.
     void handle_loss(ProcessSlot& slot, const std::string& what);
     void restart(ProcessSlot& slot);
+    // Restart thread: stops the slot's incarnation, then starts a new one when asked to.
+    void apply_control(ProcessSlot& slot, const ProcessControlRequest& request);
     // Stops the restart thread from starting anything and waits until it is parked.
     void park_restarter();
     void release_restarter();

@@ -42,7 +42,7 @@ void Pipeline::State::handle_loss(ProcessSlot& slot, const std::string& what) {
     Clock::time_point restart_at;
     {
         std::lock_guard lock(restart_mutex);
-        if (restart_stopping) return;  // shutting down: exits are expected
+        if (restart_stopping || slot.held) return;  // shutting down, or held: expected
         const config::RestartPolicy& policy = slot.budget.policy();
         if (!slot.not_restartable.empty()) {
             reason = what + "; not restarted: " + slot.not_restartable;
@@ -83,6 +83,16 @@ void Pipeline::State::run_restarter() {
     pthread_setname_np(pthread_self(), "omnirt-restart");
     std::unique_lock lock(restart_mutex);
     while (!restart_stopping) {
+        if (!controls.empty()) {
+            ProcessControlRequest request = std::move(controls.front());
+            controls.pop_front();
+            ProcessSlot* slot = find_slot(request.process);
+            if (slot == nullptr) continue;
+            lock.unlock();
+            apply_control(*slot, request);
+            lock.lock();
+            continue;
+        }
         if (due.empty()) {
             restart_wake.wait(lock);
             continue;
@@ -155,7 +165,7 @@ void Pipeline::State::restart(ProcessSlot& slot) {
         std::lock_guard lock(children_mutex);
         slot.child = std::move(child);  // destroys the dead incarnation's (reaped) object
     }
-    if (events.restarted) events.restarted(slot.stages, pid);
+    if (events.restarted && slot.reports_stages) events.restarted(slot.stages, pid);
     Status watched = supervisor->watch(slot.child.get());
     if (!watched) {
         // Only when the supervisor stopped (shutdown began): stop_all shuts the child down.
@@ -164,6 +174,41 @@ void Pipeline::State::restart(ProcessSlot& slot) {
     }
     spdlog::info("process '{}' ({}) restarted as pid {}", slot.name, format_stages(slot.stages),
                  pid);
+}
+
+void Pipeline::State::apply_control(ProcessSlot& slot, const ProcessControlRequest& request) {
+    {
+        std::lock_guard lock(restart_mutex);
+        if (restart_stopping) return;
+        slot.held = true;  // from here on its exit is expected
+        due.erase(slot.name);
+    }
+    ChildProcess* current = nullptr;
+    {
+        std::lock_guard lock(children_mutex);
+        current = slot.child.get();
+    }
+    if (current != nullptr) {
+        // Unwatched first: the supervisor reports nothing of this exit.
+        supervisor->unwatch(current);
+        const int pid = current->pid();
+        current->kill_now();
+        if (!current->wait_exit(options.shutdown_grace)) {
+            spdlog::error("process '{}' (pid {}) did not exit after SIGKILL", slot.name, pid);
+        }
+        relay::shm::remove_segments_of_dead_process(pid);
+        std::lock_guard lock(children_mutex);
+        slot.child.reset();
+    }
+    spdlog::info("process '{}' ({}) {}: {}", slot.name, format_stages(slot.stages),
+                 request.start ? "starts afresh" : "stopped and held down", request.reason);
+    if (!request.start) return;
+    {
+        std::lock_guard lock(restart_mutex);
+        if (restart_stopping) return;
+        slot.held = false;
+    }
+    restart(slot);
 }
 
 void Pipeline::State::park_restarter() {

@@ -138,6 +138,7 @@ Value plan_to_value(const config::RuntimePlan& plan) {
         {"abort_endpoint", plan.abort_endpoint},
         {"relay_rendezvous", plan.relay_rendezvous},
         {"node_addresses", string_list(plan.node_addresses)},
+        {"node_names", string_list(plan.node_names)},
         {"remote_relay_backend", plan.remote_relay_backend},
         {"stages", Value(std::move(stages))},
         {"processes", Value(std::move(processes))},

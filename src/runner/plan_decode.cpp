@@ -328,6 +328,7 @@ Result<config::RuntimePlan> plan_from_value(const Value& value) {
     OMNI_TRY(plan.abort_endpoint, f.string("abort_endpoint"));
     OMNI_TRY(plan.relay_rendezvous, f.string("relay_rendezvous"));
     OMNI_TRY(plan.node_addresses, f.string_list("node_addresses"));
+    OMNI_TRY(plan.node_names, f.string_list("node_names"));
     OMNI_TRY(plan.remote_relay_backend, f.string("remote_relay_backend"));
     OMNI_TRY(plan.stages, list_from_value<config::StagePlan>(f, "stages", stage_from_value));
     OMNI_TRY(plan.processes,

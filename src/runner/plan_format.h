@@ -14,7 +14,7 @@ namespace omnirt::runner {
 
 // Bumped whenever the Value layout of a plan changes; a child refuses another version (parent
 // and child are the same binary, so a mismatch means a stale plan file).
-inline constexpr std::int64_t kPlanFormatVersion = 2;
+inline constexpr std::int64_t kPlanFormatVersion = 3;
 
 // A plan is small (a few KiB per stage); the limits bound what a corrupt or hostile plan file
 // can cost. Factory arguments come from YAML, so no tensors.

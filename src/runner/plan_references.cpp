@@ -21,6 +21,10 @@ class References {
         OMNI_RETURN_IF_ERROR(unique(plan.processes, "processes"));
         OMNI_RETURN_IF_ERROR(stage("entry_stage", plan.entry_stage));
         OMNI_RETURN_IF_ERROR(stages("terminal_stages", plan.terminal_stages));
+        if (plan.node_names.size() > std::max<std::size_t>(plan.node_addresses.size(), 1)) {
+            return field_error("node_names", "names " + std::to_string(plan.node_names.size()) +
+                                                 " nodes, more than the plan's nodes");
+        }
         for (std::size_t i = 0; i < plan.stages.size(); ++i) {
             const auto& s = plan.stages[i];
             std::string path = indexed("stages", i);

@@ -15,12 +15,12 @@ using testing::PipelineText;
 TEST(Load, UnknownPipelineKeyListsTheValidKeys) {
     auto p = PipelineText::linear().top("relay_backnd", "shm");
     auto report = load_report(p.text());
-    EXPECT_TRUE(
-        has_diagnostic(report, p.top_line("relay_backnd"), "", "relay_backnd",
-                       "unknown key; did you mean 'relay_backend'? (valid keys: "
-                       "model_path, stages, name, entry_stage, relay_backend, "
-                       "fused_stages, runtime_overrides, env_defaults, endpoints, "
-                       "terminal_stages_fn, config_cls, plugins, gpu_memory_limit, restart)"));
+    EXPECT_TRUE(has_diagnostic(
+        report, p.top_line("relay_backnd"), "", "relay_backnd",
+        "unknown key; did you mean 'relay_backend'? (valid keys: "
+        "model_path, stages, name, entry_stage, relay_backend, "
+        "fused_stages, runtime_overrides, env_defaults, endpoints, "
+        "terminal_stages_fn, config_cls, plugins, gpu_memory_limit, restart, nodes)"));
 }
 
 TEST(Load, UnknownStageKeyNamesTheStageAndLine) {

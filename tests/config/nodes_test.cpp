@@ -169,7 +169,7 @@ TEST(Nodes, ReplicaNodesListPlacesEachReplica) {
     auto report = load_report(p.text());
     ASSERT_TRUE(report.ok()) << testing::dump(report);
     const StageConfig& b = report.config->stages[1];
-    EXPECT_EQ(b.replica_nodes, (std::vector<int>{1, 0, 1}));
+    EXPECT_EQ(b.node_list, (std::vector<int>{1, 0, 1}));
     EXPECT_EQ(b.node, 1);  // replica 0's
     EXPECT_EQ(b.node_of_replica(1), 0);
     // A one-entry list for a stage without replicas is the same as the rank alone.
@@ -187,16 +187,17 @@ TEST(Nodes, HostileReplicaNodeListsAreDiagnosed) {
     };
     const Case cases[] = {
         {"2", "[]", "node", "node: [] names no node"},
+        {"2", "[0, \"one\"]", "node", "node mixes node ranks and node names"},
         {"2", "[0, -1]", "node[1]", "node must be a node rank in 0..1023 (got -1)"},
         {"2", "[0, 1024]", "node[1]", "node must be a node rank in 0..1023 (got 1024)"},
-        {"2", "[0, \"one\"]", "node[1]", "an integer"},
-        {"2", "[0, 1.5]", "node[1]", "an integer"},
-        {"2", "[0, [1]]", "node[1]", "an integer"},
+        {"2", "[0, 1.5]", "node[1]", "a node rank or a node name"},
+        {"2", "[0, [1]]", "node[1]", "a node rank or a node name"},
+        {"2", "[0, true]", "node[1]", "a node rank or a node name"},
         {"2", "[0, 4294967296]", "node[1]", "out of range"},
         {"2", "[0, 1, 1]", "node",
-         "node lists 3 node ranks but the stage has replicas 2; give one node rank per replica"},
-        {"3", "[0, 1]", "node", "node lists 2 node ranks but the stage has replicas 3"},
-        {"1", "[0, 1]", "node", "node lists 2 node ranks but the stage has replicas 1"},
+         "node lists 3 nodes but the stage has replicas 2; give one node per replica"},
+        {"3", "[0, 1]", "node", "node lists 2 nodes but the stage has replicas 3"},
+        {"1", "[0, 1]", "node", "node lists 2 nodes but the stage has replicas 1"},
     };
     for (const auto& c : cases) {
         auto p = PipelineText::linear().set("b", "replicas", c.replicas).set("b", "node", c.value);
@@ -208,16 +209,91 @@ TEST(Nodes, HostileReplicaNodeListsAreDiagnosed) {
     }
 }
 
-TEST(Nodes, TensorParallelRanksDoNotTakeANodeList) {
+TEST(Nodes, TensorParallelRanksTakeOneNodeEach) {
     auto p = PipelineText::linear()
                  .set("b", "tp_size", "2")
-                 .set("b", "gpu", "[0, 1]")
+                 .set("b", "gpu", "[0, 0]")  // GPU 0 of each node: two devices
                  .set("b", "node", "[0, 1]");
     auto report = load_report(p.text());
-    EXPECT_TRUE(has_diagnostic(report, p.line("b", "node"), "b", "node",
-                               "the ranks of a tensor-parallel stage (tp_size 2) run on one "
-                               "node; a list of nodes places replicas, not TP ranks"))
-        << testing::dump(report);
+    ASSERT_TRUE(report.ok()) << testing::dump(report);
+    const StageConfig& b = report.config->stages[1];
+    EXPECT_EQ(b.node_list, (std::vector<int>{0, 1}));
+    EXPECT_EQ(b.node, 0);  // rank 0's: the stage's IO and rendezvous
+    EXPECT_EQ(b.node_of_tp_rank(1), 1);
+    EXPECT_EQ(b.node_of_replica(0), 0);
+
+    auto plan = prepare_runtime(*report.config,
+                                {.runtime_dir = "/r", .node_addresses = {"10.0.0.1", "10.0.0.2"}});
+    ASSERT_TRUE(plan.has_value()) << plan.error().to_string();
+    const ProcessPlan* rank0 = plan->find_process("pb_tp0");
+    const ProcessPlan* rank1 = plan->find_process("pb_tp1");
+    ASSERT_NE(rank0, nullptr);
+    ASSERT_NE(rank1, nullptr);
+    EXPECT_EQ(rank0->node, 0);
+    EXPECT_EQ(rank1->node, 1);
+    EXPECT_EQ(rank1->gpu, 0);
+    // The stage's endpoint and the rendezvous on rank 0's node, rank 1's control endpoint on
+    // its own node.
+    EXPECT_EQ(plan->find_stage("b")->endpoint.rfind("tcp://10.0.0.1:", 0), 0u);
+    EXPECT_EQ(rank0->tp->rendezvous.rfind("tcp://10.0.0.1:", 0), 0u);
+    EXPECT_EQ(rank1->tp->rendezvous, rank0->tp->rendezvous);
+    EXPECT_EQ(rank1->tp->endpoint, "tcp://10.0.0.2:17000");
+    EXPECT_EQ(plan->nodes_of_stage(*plan->find_stage("b")), (std::vector<int>{0, 1}));
+    // The edges of the stage leave from rank 0, on node 0.
+    EXPECT_EQ(find_edge(*plan, "a", "b")->tier, "shm");
+    std::string text = render_plan(*plan, PlanFormat::text);
+    EXPECT_NE(text.find("tp 2, ranks on nodes 0, 1"), std::string::npos) << text;
+    EXPECT_NE(text.find("pb_tp1: b (node 1)"), std::string::npos) << text;
+    auto json = nlohmann::json::parse(render_plan(*plan, PlanFormat::json));
+    EXPECT_EQ(json["processes"][2]["node"], 1) << json["processes"].dump();
+
+    // One node: every rank on it, whatever the list says... once the count allows it.
+    auto one = prepare_runtime(*report.config, {.runtime_dir = "/r"});
+    ASSERT_FALSE(one.has_value());
+    EXPECT_NE(one.error().message.find("stage 'b' is placed on node 1 (TP rank 1), but the "
+                                       "pipeline runs on 1 node (serve it with --nnodes 2"),
+              std::string::npos)
+        << one.error().message;
+}
+
+TEST(Nodes, HostileTensorParallelNodeListsAreDiagnosed) {
+    struct Case {
+        std::string value;
+        std::string field;
+        std::string reason;
+    };
+    const Case cases[] = {
+        {"[1]", "node", "node lists 1 node but the stage has tp_size 2; give one node per TP rank"},
+        {"[0, 1, 1]", "node", "node lists 3 nodes but the stage has tp_size 2"},
+        {"[0, -1]", "node[1]", "node must be a node rank in 0..1023 (got -1)"},
+        {"[0, 1024]", "node[1]", "node must be a node rank in 0..1023 (got 1024)"},
+    };
+    for (const auto& c : cases) {
+        auto p = PipelineText::linear().set("b", "tp_size", "2").set("b", "node", c.value);
+        auto report = load_report(p.text());
+        EXPECT_FALSE(report.ok()) << c.value;
+        EXPECT_TRUE(has_diagnostic(report, p.line("b", "node"), "b", c.field, c.reason))
+            << c.value << "\n"
+            << testing::dump(report);
+    }
+    // Two ranks on one GPU of one node stay refused; the same id on two nodes is two devices.
+    auto same = PipelineText::linear()
+                    .set("b", "tp_size", "2")
+                    .set("b", "gpu", "[3, 3]")
+                    .set("b", "node", "[1, 1]");
+    auto refused = load_report(same.text());
+    EXPECT_TRUE(has_diagnostic(refused, 0, "b", "gpu[1]",
+                               "GPU 3 of node 1 is listed twice; each TP rank needs its own GPU"))
+        << testing::dump(refused);
+    // Replicas of a TP stage stay refused, list or not.
+    auto replicas = PipelineText::linear()
+                        .set("b", "tp_size", "2")
+                        .set("b", "replicas", "2")
+                        .set("b", "node", "[0, 1]");
+    auto replicas_report = load_report(replicas.text());
+    EXPECT_TRUE(
+        has_diagnostic(replicas_report, 0, "b", "replicas", "replicas of a tensor-parallel stage"))
+        << testing::dump(replicas_report);
 }
 
 TEST(Nodes, FusedReplicasArePlacedAlike) {
@@ -334,6 +410,149 @@ TEST(Nodes, Ipv6AddressesGoInBrackets) {
                                 {.runtime_dir = "/r", .node_addresses = {"fd00::1", "fd00::2"}});
     ASSERT_TRUE(plan.has_value());
     EXPECT_EQ(plan->find_stage("c")->endpoint, "tcp://[fd00::2]:17000");
+}
+
+TEST(NodeNames, NamesResolveToRanks) {
+    auto p = PipelineText::linear()
+                 .top("nodes", "[head, gpu-a, gpu-b]")
+                 .set("a", "node", "head")
+                 .set("c", "node", "gpu-b")
+                 .set("b", "replicas", "2")
+                 .set("b", "node", "[gpu-a, head]");
+    auto report = load_report(p.text());
+    ASSERT_TRUE(report.ok()) << testing::dump(report);
+    const PipelineConfig& config = *report.config;
+    EXPECT_EQ(config.node_names, (std::vector<std::string>{"head", "gpu-a", "gpu-b"}));
+    EXPECT_EQ(config.stages[0].node, 0);
+    EXPECT_EQ(config.stages[2].node, 2);
+    EXPECT_EQ(config.stages[1].node_list, (std::vector<int>{1, 0}));
+    EXPECT_EQ(config.stages[1].node, 1);
+    EXPECT_EQ(config.stages[1].node_names, (std::vector<std::string>{"gpu-a", "head"}));
+    EXPECT_EQ(config.node_name(1), "gpu-a");
+    EXPECT_EQ(config.node_name(7), "7");
+    // Ranks still work beside `nodes:`.
+    auto ranks = load_report(
+        PipelineText::linear().top("nodes", "[head, gpu-a]").set("c", "node", "1").text());
+    ASSERT_TRUE(ranks.ok()) << testing::dump(ranks);
+    EXPECT_EQ(ranks.config->stages[2].node, 1);
+    // A TP stage's ranks by name.
+    auto tp = load_report(PipelineText::linear()
+                              .top("nodes", "[head, gpu-a]")
+                              .set("b", "tp_size", "2")
+                              .set("b", "node", "[head, gpu-a]")
+                              .text());
+    ASSERT_TRUE(tp.ok()) << testing::dump(tp);
+    EXPECT_EQ(tp.config->stages[1].node_list, (std::vector<int>{0, 1}));
+    // --set takes a name too.
+    auto overridden = load_report(
+        PipelineText::linear().top("nodes", "[head, gpu-a]").text(),
+        {.overrides = {"stages.c.node=gpu-a"}, .load_plugins = false, .check_registry = false});
+    ASSERT_TRUE(overridden.ok()) << testing::dump(overridden);
+    EXPECT_EQ(overridden.config->stages[2].node, 1);
+}
+
+TEST(NodeNames, HostileNodesListsAreDiagnosed) {
+    struct Case {
+        std::string value;
+        std::string field;
+        std::string reason;
+    };
+    const Case cases[] = {
+        {"[head, head]", "nodes[1]", "node name 'head' is given twice"},
+        {"[head, \"\"]", "nodes[1]", "a node name must not be empty"},
+        {"[head, 7]", "nodes[1]", "expected a string"},
+        {"[head, [a]]", "nodes[1]", "expected a string"},
+        {"[head, \"12\"]", "nodes[1]", "node name '12' is a number"},
+        {"[head, \"gpu a\"]", "nodes[1]", "has a character outside letters, digits"},
+        {"[head, \"gpu/a\"]", "nodes[1]", "has a character outside letters, digits"},
+        {"[]", "nodes", "nodes: [] names no node"},
+        {"head", "nodes", "expected a list of strings"},
+        {"{0: head}", "nodes", "expected a list of strings"},
+    };
+    for (const auto& c : cases) {
+        auto p = PipelineText::linear().top("nodes", c.value);
+        auto report = load_report(p.text());
+        EXPECT_FALSE(report.ok()) << c.value;
+        EXPECT_TRUE(has_diagnostic(report, p.top_line("nodes"), "", c.field, c.reason))
+            << c.value << "\n"
+            << testing::dump(report);
+    }
+    // A name of 64 characters is too long.
+    auto long_name =
+        load_report(PipelineText::linear().top("nodes", "[" + std::string(64, 'n') + "]").text());
+    EXPECT_TRUE(has_diagnostic(long_name, 0, "", "nodes[0]", "is over 63 characters"))
+        << testing::dump(long_name);
+}
+
+TEST(NodeNames, UnknownOrMixedNamesAreDiagnosed) {
+    struct Case {
+        std::string nodes;  // empty: no `nodes:`
+        std::string replicas;
+        std::string value;
+        std::string field;
+        std::string reason;
+    };
+    const Case cases[] = {
+        {"[head, gpu-a]", "1", "gpu-b", "node", "node 'gpu-b' is not in nodes (head, gpu-a)"},
+        {"[head, gpu-a]", "2", "[head, gpu-b]", "node[1]",
+         "node 'gpu-b' is not in nodes (head, gpu-a)"},
+        {"", "1", "gpu-a", "node",
+         "node 'gpu-a' is a node name, but the pipeline has no `nodes:` list"},
+        {"[head, gpu-a]", "2", "[head, 1]", "node", "node mixes node ranks and node names"},
+        {"[head, gpu-a]", "2", "[1, head]", "node", "node mixes node ranks and node names"},
+        {"[head, gpu-a]", "2", "[head, gpu-a, head]", "node",
+         "node lists 3 nodes but the stage has replicas 2"},
+        {"[head, gpu-a]", "1", "\"1\"", "node", "node '1' is not in nodes (head, gpu-a)"},
+    };
+    for (const auto& c : cases) {
+        auto p = PipelineText::linear().set("b", "replicas", c.replicas).set("b", "node", c.value);
+        if (!c.nodes.empty()) p.top("nodes", c.nodes);
+        auto report = load_report(p.text());
+        EXPECT_FALSE(report.ok()) << c.value;
+        EXPECT_TRUE(has_diagnostic(report, p.line("b", "node"), "b", c.field, c.reason))
+            << c.value << "\n"
+            << testing::dump(report);
+        EXPECT_FALSE(report.ok() && report.config->stages[1].node.has_value()) << c.value;
+    }
+}
+
+TEST(NodeNames, TheNodeCountMustCoverTheNamesAndPlansSayTheNames) {
+    auto p = PipelineText::linear().top("nodes", "[head, gpu-a]").set("c", "node", "gpu-a");
+    auto report = load_report(p.text());
+    ASSERT_TRUE(report.ok()) << testing::dump(report);
+    auto plan = prepare_runtime(*report.config,
+                                {.runtime_dir = "/r", .node_addresses = {"10.0.0.1", "10.0.0.2"}});
+    ASSERT_TRUE(plan.has_value()) << plan.error().to_string();
+    EXPECT_EQ(plan->node_names, (std::vector<std::string>{"head", "gpu-a"}));
+    EXPECT_EQ(plan->node_label(1), "node gpu-a (rank 1, 10.0.0.2)");
+    EXPECT_EQ(plan->node_name(0), "head");
+    EXPECT_EQ(node_label(3, "", {"head"}), "node 3");
+    EXPECT_EQ(node_label(0, "", {"head"}), "node head (rank 0)");
+    std::string text = render_plan(*plan, PlanFormat::text);
+    EXPECT_NE(text.find("node 1 (gpu-a): 10.0.0.2"), std::string::npos) << text;
+    EXPECT_NE(text.find("pc: c (node gpu-a)"), std::string::npos) << text;
+    auto json = nlohmann::json::parse(render_plan(*plan, PlanFormat::json));
+    EXPECT_EQ(json["node_names"], (nlohmann::json{"head", "gpu-a"}));
+
+    // One node, two names: --nnodes 2 is needed, whatever the stages say.
+    auto names_only = load_report(PipelineText::linear().top("nodes", "[head, gpu-a]").text());
+    ASSERT_TRUE(names_only.ok()) << testing::dump(names_only);
+    auto refused = prepare_runtime(*names_only.config, {.runtime_dir = "/r"});
+    ASSERT_FALSE(refused.has_value());
+    EXPECT_NE(refused.error().message.find(
+                  "nodes names 2 nodes, but the pipeline runs on 1 node (serve it with "
+                  "--nnodes 2 or more)"),
+              std::string::npos)
+        << refused.error().message;
+    // More names than nodes is refused even when every stage fits.
+    auto config = *report.config;
+    config.node_names.push_back("gpu-b");
+    config.node_names.push_back("gpu-c");
+    auto short_plan =
+        prepare_runtime(config, {.runtime_dir = "/r", .node_addresses = {"a", "b", "c"}});
+    ASSERT_FALSE(short_plan.has_value());
+    EXPECT_NE(short_plan.error().message.find("nodes names 4 nodes"), std::string::npos)
+        << short_plan.error().message;
 }
 
 }  // namespace

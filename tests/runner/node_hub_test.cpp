@@ -5,8 +5,11 @@
 
 #include <gtest/gtest.h>
 
+#include <condition_variable>
 #include <filesystem>
+#include <functional>
 #include <future>
+#include <mutex>
 #include <thread>
 #include <zmq.hpp>
 
@@ -109,7 +112,8 @@ TEST_F(NodeHubTest, MalformedAndRefusedJoinsGetAReasonAndChangeNothing) {
     FakeNode node(context_, hub_->endpoint());
     node.send_bytes({0xc1, 0x00});
     EXPECT_NE(node.reject_reason().find("node message: not a valid encoding"), std::string::npos);
-    node.send_bytes(*proto::encode_value(Value(Map{{"type", "join"}, {"version", 1}})));
+    node.send_bytes(
+        *proto::encode_value(Value(Map{{"type", "join"}, {"version", node::kProtocolVersion}})));
     EXPECT_NE(node.reject_reason().find("nnodes: missing"), std::string::npos);
     node.send(join_as(1, "10.77.0.2", 3));
     EXPECT_NE(node.reject_reason().find("the node says --nnodes 3, the head runs 2 nodes"),
@@ -236,7 +240,7 @@ TEST_F(NodeHubTest, ANodeSpeaksForAndTakesDownOnlyItsOwnReplicas) {
     config::StageConfig b{.name = "b", .factory = "f", .terminal = true, .process = "pb"};
     b.replicas = 2;
     b.node = 0;
-    b.replica_nodes = {0, 1};
+    b.node_list = {0, 1};
     config.stages = {a, b};
     auto plan = config::prepare_runtime(
         config, {.runtime_dir = (*runtime_dir)->path(), .node_addresses = *addresses});
@@ -293,6 +297,207 @@ TEST_F(NodeHubTest, ANodeSpeaksForAndTakesDownOnlyItsOwnReplicas) {
     EXPECT_NE(state_of("b.r0"), pipeline::StageState::restarting);
     hub_->stop(milliseconds(0));
     (*coordinator)->stop();
+}
+
+// The process_control a node gets next with `start` (others skipped), if any.
+std::optional<node::ProcessControl> control_to(FakeNode& node, bool start) {
+    const auto deadline = std::chrono::steady_clock::now() + milliseconds(10000);
+    while (std::chrono::steady_clock::now() < deadline) {
+        auto message = node.receive("process_control", milliseconds(200));
+        if (!message) continue;
+        auto control = std::get<node::ProcessControl>(*message);
+        if (control.start == start) return control;
+    }
+    return std::nullopt;
+}
+
+// What the hub asked of the head's own processes.
+class LocalControls {
+  public:
+    LocalProcessControl callback() {
+        return [this](const std::vector<std::string>& processes, bool start,
+                      const std::string& reason) {
+            std::lock_guard lock(mutex_);
+            calls_.push_back({processes, start, reason});
+            changed_.notify_all();
+        };
+    }
+    struct Call {
+        std::vector<std::string> processes;
+        bool start = false;
+        std::string reason;
+    };
+    std::size_t count() {
+        std::lock_guard lock(mutex_);
+        return calls_.size();
+    }
+    // The calls once there are `count` of them (a hang guard bounds the wait).
+    std::vector<Call> wait_for(std::size_t count) {
+        std::unique_lock lock(mutex_);
+        changed_.wait_for(lock, milliseconds(10000), [&] { return calls_.size() >= count; });
+        return calls_;
+    }
+
+  private:
+    std::mutex mutex_;
+    std::condition_variable changed_;
+    std::vector<Call> calls_;
+};
+
+// A TP stage with a rank on each of three nodes: losing any node holds the ranks on the others
+// down (the head's through the local control, the others' by process_control); when the node
+// is back they start afresh (not on a node that joined again: its plan starts its own ranks).
+TEST(NodeHubTpGroups, ANodeLossHoldsTheStagesRanksElsewhereUntilItIsBack) {
+    zmq::context_t context(1);
+    auto hub = NodeHub::create({.bind_endpoint = "tcp://127.0.0.1:0",
+                                .nnodes = 3,
+                                .head_address = "127.0.0.1",
+                                .heartbeat_interval = milliseconds(50),
+                                .node_timeout = milliseconds(400),
+                                .node_names = {"head", "gpu-a", "gpu-b"}});
+    ASSERT_TRUE(hub.has_value()) << hub.error().to_string();
+    auto node1 = std::make_unique<FakeNode>(context, (*hub)->endpoint());
+    FakeNode node2(context, (*hub)->endpoint());
+    node1->send(join_as(1, "10.77.0.2", 3));
+    node2.send(join_as(2, "10.77.0.3", 3));
+    auto addresses = (*hub)->wait_for_nodes(milliseconds(10000));
+    ASSERT_TRUE(addresses.has_value()) << addresses.error().to_string();
+
+    auto runtime_dir = config::RuntimeDirectory::create(std::filesystem::temp_directory_path());
+    ASSERT_TRUE(runtime_dir.has_value());
+    config::PipelineConfig config;
+    config.model_path = "/m";
+    config.node_names = {"head", "gpu-a", "gpu-b"};
+    config::StageConfig a{.name = "a", .factory = "f", .next = {"t"}, .process = "pa"};
+    config::StageConfig t{.name = "t", .factory = "f", .terminal = true, .tp_size = 3};
+    t.node = 0;
+    t.node_list = {0, 1, 2};
+    config.stages = {a, t};
+    auto plan = config::prepare_runtime(
+        config, {.runtime_dir = (*runtime_dir)->path(), .node_addresses = *addresses});
+    ASSERT_TRUE(plan.has_value()) << plan.error().to_string();
+    ASSERT_EQ(plan->find_process("t_tp2")->node, 2);
+    const std::string dir = (*runtime_dir)->path();
+    auto coordinator =
+        pipeline::Coordinator::create({.coordinator_endpoint = "ipc://" + dir + "/c.sock",
+                                       .abort_endpoint = "ipc://" + dir + "/a.sock",
+                                       .stage_endpoints = {{"a", "ipc://" + dir + "/sa.sock"},
+                                                           {"t", "ipc://" + dir + "/st.sock"}},
+                                       .entry_stage = "a",
+                                       .terminal_stages = {"t"}});
+    ASSERT_TRUE(coordinator.has_value()) << coordinator.error().to_string();
+    ASSERT_TRUE((*coordinator)->start().has_value());
+    LocalControls local;
+    (*hub)->set_local_control(local.callback());
+    ASSERT_TRUE((*hub)
+                    ->serve_plan(std::make_shared<const config::RuntimePlan>(*plan), **coordinator)
+                    .has_value());
+    auto welcome = node1->receive("welcome");
+    ASSERT_TRUE(welcome.has_value());
+    ASSERT_TRUE(node2.receive("welcome").has_value());
+    const std::uint64_t session = std::get<node::Welcome>(*welcome).session;
+    auto state_of = [&](const std::string& stage) {
+        for (const auto& health : (*coordinator)->health().stages) {
+            if (health.stage == stage) return health.state;
+        }
+        return pipeline::StageState::failed;
+    };
+
+    // Node 1 leaves: t is down naming it; rank 0 (head) and rank 2 (node 2) are held down.
+    node1->send(node::Leave{.session = session, .node_rank = 1, .reason = "bye"});
+    auto calls = local.wait_for(1);
+    ASSERT_EQ(calls.size(), 1u);
+    EXPECT_EQ(calls[0].processes, (std::vector<std::string>{"t_tp0"}));
+    EXPECT_FALSE(calls[0].start);
+    EXPECT_NE(calls[0].reason.find("node gpu-a (rank 1, 10.77.0.2)"), std::string::npos)
+        << calls[0].reason;
+    auto held = control_to(node2, false);
+    ASSERT_TRUE(held.has_value());
+    EXPECT_EQ(held->processes, (std::vector<std::string>{"t_tp2"}));
+    EXPECT_EQ(held->session, session);
+    EXPECT_EQ(state_of("t"), pipeline::StageState::restarting);
+    EXPECT_NE((*coordinator)
+                  ->health()
+                  .reason.find("node gpu-a (rank 1, 10.77.0.2) is missing: "
+                               "it left (bye)"),
+              std::string::npos)
+        << (*coordinator)->health().reason;
+    EXPECT_NE(state_of("a"), pipeline::StageState::restarting);
+
+    // Node 1 joins again (a new process): its plan starts rank 1; the hub starts ranks 0 and 2.
+    node1 = std::make_unique<FakeNode>(context, (*hub)->endpoint());
+    node1->send(join_as(1, "10.77.0.2", 3));
+    ASSERT_TRUE(node1->receive("welcome").has_value());
+    calls = local.wait_for(2);
+    ASSERT_EQ(calls.size(), 2u);
+    EXPECT_EQ(calls[1].processes, (std::vector<std::string>{"t_tp0"}));
+    EXPECT_TRUE(calls[1].start);
+    auto released = control_to(node2, true);
+    ASSERT_TRUE(released.has_value());
+    EXPECT_EQ(released->processes, (std::vector<std::string>{"t_tp2"}));
+    EXPECT_FALSE(node1->receive("process_control", milliseconds(300)).has_value());
+
+    // Node 2 falls silent (its link; its processes live on): held again; when it is heard
+    // again its own rank starts afresh too. Node 1 keeps heartbeating meanwhile.
+    std::vector<node::ProcessControl> node1_controls;
+    auto pump_node1_until = [&](const std::function<bool()>& condition) {
+        const auto deadline = std::chrono::steady_clock::now() + milliseconds(10000);
+        while (!condition() && std::chrono::steady_clock::now() < deadline) {
+            node1->send(
+                node::Heartbeat{.session = session, .node_rank = 1, .pids = {{"t_tp1", 43}}});
+            auto message = node1->receive("process_control", milliseconds(100));
+            if (message) node1_controls.push_back(std::get<node::ProcessControl>(*message));
+        }
+        return condition();
+    };
+    ASSERT_TRUE(pump_node1_until([&] { return !(*hub)->nodes()[1].missing; }));
+    node2.send(node::Heartbeat{.session = session, .node_rank = 2, .pids = {{"t_tp2", 4242}}});
+    ASSERT_TRUE(pump_node1_until([&] { return local.count() >= 3 && !node1_controls.empty(); }));
+    calls = local.wait_for(3);
+    EXPECT_FALSE(calls[2].start);
+    EXPECT_NE(calls[2].reason.find("node gpu-b (rank 2, 10.77.0.3)"), std::string::npos)
+        << calls[2].reason;
+    EXPECT_FALSE(node1_controls[0].start);
+    EXPECT_EQ(node1_controls[0].processes, (std::vector<std::string>{"t_tp1"}));
+    node2.send(node::Heartbeat{.session = session, .node_rank = 2, .pids = {{"t_tp2", 4242}}});
+    ASSERT_TRUE(pump_node1_until([&] { return local.count() >= 4 && node1_controls.size() >= 2; }));
+    calls = local.wait_for(4);
+    EXPECT_TRUE(calls[3].start);
+    EXPECT_TRUE(node1_controls[1].start);
+    EXPECT_EQ(node1_controls[1].processes, (std::vector<std::string>{"t_tp1"}));
+    auto again = control_to(node2, true);
+    ASSERT_TRUE(again.has_value());
+    EXPECT_EQ(again->processes, (std::vector<std::string>{"t_tp2"}));
+    // Follower heartbeats revive nothing: t waits for rank 0's new incarnation.
+    EXPECT_EQ(state_of("t"), pipeline::StageState::restarting);
+
+    // A process_control sent to the hub is refused.
+    node2.send(node::ProcessControl{.session = session, .processes = {"x"}, .start = true});
+    EXPECT_NE(node2.reject_reason().find("is sent by the head"), std::string::npos);
+    (*hub)->stop(milliseconds(0));
+    (*coordinator)->stop();
+}
+
+TEST(NodeHubTpGroups, MoreNodeNamesThanNodesAreRefused) {
+    auto hub = NodeHub::create({.bind_endpoint = "tcp://127.0.0.1:0",
+                                .nnodes = 2,
+                                .head_address = "127.0.0.1",
+                                .node_names = {"a", "b", "c"}});
+    ASSERT_FALSE(hub.has_value());
+    EXPECT_EQ(hub.error().code, ErrorCode::invalid_argument);
+    EXPECT_NE(hub.error().message.find("nodes: names 3 nodes, but --nnodes is 2"),
+              std::string::npos)
+        << hub.error().message;
+    // Names say which node did not join.
+    auto named = NodeHub::create({.bind_endpoint = "tcp://127.0.0.1:0",
+                                  .nnodes = 2,
+                                  .head_address = "127.0.0.1",
+                                  .node_names = {"head", "gpu-a"}});
+    ASSERT_TRUE(named.has_value());
+    auto waited = (*named)->wait_for_nodes(milliseconds(100));
+    ASSERT_FALSE(waited.has_value());
+    EXPECT_NE(waited.error().message.find("node 1 (gpu-a) did not join"), std::string::npos)
+        << waited.error().message;
 }
 
 }  // namespace

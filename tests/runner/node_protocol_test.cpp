@@ -70,6 +70,49 @@ TEST(NodeProtocol, EveryMessageRoundTrips) {
     EXPECT_EQ(std::get<Shutdown>(round_trip(Shutdown{"stop"})).reason, "stop");
     EXPECT_EQ(std::get<HubHeartbeat>(round_trip(HubHeartbeat{9})).session, 9u);
     EXPECT_EQ(message_type(NodeMessage{Shutdown{}}), "shutdown");
+    auto control = std::get<ProcessControl>(round_trip(ProcessControl{
+        .session = 7, .processes = {"tp_tp1", "tp_tp2"}, .start = true, .reason = "node back"}));
+    EXPECT_EQ(control.session, 7u);
+    EXPECT_EQ(control.processes, (std::vector<std::string>{"tp_tp1", "tp_tp2"}));
+    EXPECT_TRUE(control.start);
+    EXPECT_EQ(control.reason, "node back");
+    EXPECT_EQ(message_type(NodeMessage{ProcessControl{}}), "process_control");
+}
+
+TEST(NodeProtocol, HostileProcessControlIsRefused) {
+    auto valid = [] {
+        return Map{{"type", "process_control"},
+                   {"session", 7},
+                   {"processes", List{Value("tp_tp1")}},
+                   {"start", false},
+                   {"reason", "node 1 is missing"}};
+    };
+    struct Case {
+        std::string field;
+        Value value;
+        std::string error;
+    };
+    const Case cases[] = {
+        {"processes", Value(List{}), "processes: is empty"},
+        {"processes", Value("tp_tp1"), "processes: must be a list of strings"},
+        {"processes", Value(List{Value("")}), "processes: must be a list of non-empty strings"},
+        {"processes", Value(List{Value(3)}), "processes: must be a list of non-empty strings"},
+        {"start", Value(1), "start: must be a boolean"},
+        {"session", Value("7"), "session: must be an integer"},
+        {"reason", Value(5), "reason: must be a string"},
+    };
+    for (const auto& c : cases) {
+        Map message = valid();
+        message[c.field] = c.value;
+        EXPECT_NE(decode_error(Value(message)).find(c.error), std::string::npos) << c.error;
+    }
+    for (const char* field : {"processes", "start", "session", "reason"}) {
+        Map message = valid();
+        message.erase(field);
+        EXPECT_NE(decode_error(Value(message)).find(std::string(field) + ": missing"),
+                  std::string::npos)
+            << field;
+    }
 }
 
 TEST(NodeProtocol, GarbageBytesAreRefused) {
@@ -102,7 +145,7 @@ TEST(NodeProtocol, MalformedJoinsNameTheField) {
         std::string expected;
     };
     const Case cases[] = {
-        {"version", Value(99), "version: this omnirt speaks version 1"},
+        {"version", Value(99), "version: this omnirt speaks version 2"},
         {"version", Value("1"), "version: must be an integer"},
         {"nnodes", Value(1), "nnodes: 1 is outside 2..1024"},
         {"nnodes", Value(std::int64_t{1} << 40), "nnodes: "},

@@ -3,51 +3,20 @@
 // with tensors crossing the nodes through the tiered relay (ucx over tcp), shm within node 0 and
 // same-process dispatch within node 1. Results must equal the one-node run.
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
-#include <arpa/inet.h>
-#include <atomic>
 #include <cstdlib>
-#include <random>
 #include <thread>
 
-#include "config/load.h"
 #include "pipeline_harness.h"
 #include "runner/builtins.h"
-#include "runner/node_agent.h"
-#include "runner/node_hub.h"
-#include "support/command.h"
+#include "two_nodes.h"
 
 namespace omnirt::runner {
 namespace {
 
+using omnirt::testing::free_base_port;
+using omnirt::testing::TwoNodes;
 using std::chrono::milliseconds;
-
-bool port_free(const char* address, int port) {
-    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) return false;
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(static_cast<std::uint16_t>(port));
-    ::inet_pton(AF_INET, address, &addr.sin_addr);
-    const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
-    ::close(fd);
-    return ok;
-}
-
-// A base port with the head's four endpoints and node 1's two free.
-int free_base_port() {
-    std::mt19937 random(static_cast<unsigned>(::getpid()) ^ std::random_device{}());
-    for (int attempt = 0; attempt < 200; ++attempt) {
-        int base = 20000 + static_cast<int>(random() % 4000) * 10;
-        bool ok = port_free("127.0.0.2", base) && port_free("127.0.0.2", base + 1);
-        for (int port = base; ok && port < base + 5; ++port) ok = port_free("127.0.0.1", port);
-        if (ok) return base;
-    }
-    return 0;
-}
 
 std::string pipeline_yaml(int base_port, bool two_nodes) {
     const std::string node1 = two_nodes ? ", node: 1" : "";
@@ -67,72 +36,6 @@ stages:
            node1 + R"(}
 )";
 }
-
-// The head (this thread) and node 1 (run_node_agent on a thread of its own) of a pipeline over
-// 127.0.0.1 and 127.0.0.2. On every way out (a failed ASSERT too) node 1 leaves and the hub
-// stops.
-class TwoNodes {
-  public:
-    ~TwoNodes() { release(); }
-
-    // Creates the hub, starts node 1 and waits for it to join.
-    Status join() {
-        OMNI_TRY(hub_, NodeHub::create({.bind_endpoint = "tcp://127.0.0.1:0",
-                                        .nnodes = 2,
-                                        .head_address = "127.0.0.1",
-                                        .heartbeat_interval = milliseconds(50),
-                                        .node_timeout = milliseconds(2000)}));
-        node_ = std::thread([this] {
-            node_status_ = run_node_agent({.head_endpoint = hub_->endpoint(),
-                                           .nnodes = 2,
-                                           .node_rank = 1,
-                                           .address = "127.0.0.2",
-                                           .join_timeout = milliseconds(30000),
-                                           .heartbeat_interval = milliseconds(50),
-                                           .pipeline = {.binary = omnirt::testing::omnirt_binary(),
-                                                        .heartbeat_interval = milliseconds(20)}},
-                                          stop_node_);
-        });
-        OMNI_TRY(addresses_, hub_->wait_for_nodes(milliseconds(30000)));
-        return ok_status();
-    }
-
-    // Starts the pipeline of `yaml` with node 0's process groups here.
-    Result<std::unique_ptr<Pipeline>> start(const std::string& yaml) {
-        OMNI_TRY(auto config, config::load_pipeline_text(yaml, "<two nodes>"));
-        NodeHub* hub = hub_.get();
-        return Pipeline::start(config, {.binary = omnirt::testing::omnirt_binary(),
-                                        .heartbeat_interval = milliseconds(20),
-                                        .node_addresses = addresses_,
-                                        .on_coordinator_started =
-                                            [hub](auto plan, pipeline::Coordinator& c) {
-                                                return hub->serve_plan(std::move(plan), c);
-                                            },
-                                        .before_stop = [hub] { hub->stop(milliseconds(10000)); }});
-    }
-
-    // Node 1 leaves (as its `omnirt serve` does on SIGTERM): its stages stop; its agent's status.
-    Status stop_node() {
-        stop_node_ = true;
-        if (node_.joinable()) node_.join();
-        return node_status_;
-    }
-
-    NodeHub& hub() { return *hub_; }
-
-  private:
-    void release() {
-        stop_node_ = true;
-        if (node_.joinable()) node_.join();
-        if (hub_) hub_->stop(milliseconds(0));
-    }
-
-    std::unique_ptr<NodeHub> hub_;
-    std::vector<std::string> addresses_;
-    std::atomic<bool> stop_node_{false};
-    Status node_status_;
-    std::thread node_;
-};
 
 TEST(PipelineMultiNode, TensorsCrossTheNodesAndMatchOneNode) {
     // Between the nodes UCX may use TCP only (what two hosts without RDMA have).

@@ -326,7 +326,7 @@ TEST_F(PlanValue, MissingAndUnknownFields) {
     expect_error("format_version: missing");
     value = plan_to_value(full_plan());
     value["format_version"] = Value(99);
-    expect_error("format_version: this omnirt reads version 2, got 99");
+    expect_error("format_version: this omnirt reads version 3, got 99");
 }
 
 TEST_F(PlanValue, UnknownEnumStrings) {
@@ -431,6 +431,26 @@ RuntimePlan replicated_plan() {
                                                      .replicas = 2});
     }
     return plan;
+}
+
+TEST(PlanCodec, RoundTripsNodeNames) {
+    RuntimePlan plan = full_plan();
+    plan.node_addresses = {"10.0.0.1", "10.0.0.2"};
+    plan.node_names = {"head", "gpu-a"};
+    plan.processes[2].node = 1;
+    RuntimePlan decoded = round_trip(plan);
+    EXPECT_EQ(decoded.node_addresses, plan.node_addresses);
+    EXPECT_EQ(decoded.node_names, plan.node_names);
+    EXPECT_EQ(decoded.processes[2].node, 1);
+    EXPECT_EQ(decoded.node_label(1), "node gpu-a (rank 1, 10.0.0.2)");
+    // More names than nodes is a corrupt plan.
+    plan.node_names = {"head", "gpu-a", "gpu-b"};
+    auto bytes = encode_plan(plan);
+    ASSERT_TRUE(bytes.has_value());
+    auto refused = decode_plan(*bytes);
+    ASSERT_FALSE(refused.has_value());
+    EXPECT_NE(refused.error().message.find("node_names: names 3 nodes"), std::string::npos)
+        << refused.error().message;
 }
 
 TEST(PlanCodec, RoundTripsReplicas) {
