@@ -16,10 +16,14 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <map>
+#include <memory>
+#include <sstream>
 #include <thread>
 
 #include "config/load.h"
 #include "pipeline_harness.h"
+#include "relay/shm/segment.h"
 #include "runner/builtins.h"
 #include "runner/node_hub.h"
 #include "support/command.h"
@@ -136,15 +140,141 @@ stages:
 )";
 }
 
-TEST(PipelineNetns, TensorsCrossNamespacesOverUcxTcp) {
-    Namespaces namespaces;
-    if (std::string why = namespaces.create(); !why.empty()) GTEST_SKIP() << why;
-    if (run("command -v nsenter") != 0) GTEST_SKIP() << "no 'nsenter' (util-linux)";
-    ASSERT_TRUE(namespaces.enter(0)) << std::strerror(errno);
+// The head's hub in namespace 0 (10.77.1.1) and `omnirt serve --node-rank 1` in namespace 1
+// (10.77.1.2), its output in a log file; the pipeline started on both.
+class HeadAndNode {
+  public:
+    explicit HeadAndNode(const Namespaces& namespaces) : namespaces_(namespaces) {}
+    ~HeadAndNode() {
+        if (!stopped_) {
+            if (hub_) hub_->stop(milliseconds(0));
+            if (pipeline_) pipeline_->stop();
+        }
+        ::unlink(log_.c_str());
+    }
+
+    // Node 1 joined: empty, else what failed.
+    std::string join() {
+        auto hub = NodeHub::create({.bind_endpoint = "tcp://10.77.1.1:0",
+                                    .nnodes = 2,
+                                    .head_address = "10.77.1.1",
+                                    .heartbeat_interval = milliseconds(100),
+                                    .node_timeout = milliseconds(3000)});
+        if (!hub) return hub.error().to_string();
+        hub_ = std::move(*hub);
+        const std::string endpoint = hub_->endpoint();  // tcp://10.77.1.1:PORT
+        const std::string head = endpoint.substr(std::string("tcp://").size());
+        std::vector<std::string> args = {"ip",
+                                         "netns",
+                                         "exec",
+                                         namespaces_.name(1),
+                                         omnirt::testing::omnirt_binary(),
+                                         "serve",
+                                         "--nnodes",
+                                         "2",
+                                         "--node-rank",
+                                         "1",
+                                         "--dist-init-addr",
+                                         head,
+                                         "--node-addr",
+                                         "10.77.1.2",
+                                         "--port",
+                                         "0",
+                                         "--node-join-timeout",
+                                         "60"};
+        std::vector<char*> argv;
+        for (auto& arg : args) argv.push_back(arg.data());
+        argv.push_back(nullptr);
+        posix_spawn_file_actions_t actions;
+        posix_spawn_file_actions_init(&actions);
+        posix_spawn_file_actions_addopen(&actions, 1, log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                         0600);
+        posix_spawn_file_actions_adddup2(&actions, 1, 2);
+        // The environment carries UCX_TLS and OMNIRT_TEST_STAGES for its stage processes.
+        const int spawned = posix_spawnp(&node_.pid, "ip", &actions, nullptr, argv.data(), environ);
+        posix_spawn_file_actions_destroy(&actions);
+        if (spawned != 0) return std::string("posix_spawnp ip: ") + std::strerror(spawned);
+        auto addresses = hub_->wait_for_nodes(milliseconds(60000));
+        if (!addresses) return addresses.error().to_string() + "\nnode 1: " + node_log();
+        addresses_ = *addresses;
+        return {};
+    }
+
+    Result<Pipeline*> start(const std::string& yaml) {
+        auto config = config::load_pipeline_text(yaml, "<two namespaces>");
+        if (!config) return fail(config.error());
+        NodeHub* raw_hub = hub_.get();
+        auto pipeline = Pipeline::start(
+            *config, {.binary = omnirt::testing::omnirt_binary(),
+                      .heartbeat_interval = milliseconds(20),
+                      .node_addresses = addresses_,
+                      .on_coordinator_started =
+                          [raw_hub](auto plan, pipeline::Coordinator& c) {
+                              return raw_hub->serve_plan(std::move(plan), c);
+                          },
+                      .before_stop = [raw_hub] { raw_hub->stop(milliseconds(10000)); }});
+        if (!pipeline) return fail(pipeline.error().with_context("node 1: " + node_log()));
+        pipeline_ = std::move(*pipeline);
+        return pipeline_.get();
+    }
+
+    // The head stops; told by it, node 1 stops its stages and exits: its wait status.
+    int stop() {
+        stopped_ = true;
+        hub_->stop(milliseconds(10000));
+        pipeline_->stop();
+        int status = -1;
+        for (int i = 0; i < 200 && ::waitpid(node_.pid, &status, WNOHANG) == 0; ++i) {
+            std::this_thread::sleep_for(milliseconds(50));
+        }
+        node_.pid = -1;
+        return status;
+    }
+
+    [[nodiscard]] const std::vector<std::string>& addresses() const { return addresses_; }
+    [[nodiscard]] std::string node_log() const {
+        std::ostringstream text;
+        text << std::ifstream(log_).rdbuf();
+        return text.str();
+    }
+
+  private:
+    const Namespaces& namespaces_;
+    std::string log_ = ::testing::TempDir() + "/netns-node1-" + std::to_string(::getpid());
+    std::unique_ptr<NodeHub> hub_;
+    std::vector<std::string> addresses_;
+    Child node_;
+    std::unique_ptr<Pipeline> pipeline_;
+    bool stopped_ = false;
+};
+
+// Namespaces made and entered, UCX on the veth only: empty, else why the test is skipped.
+std::string enter_namespaces(Namespaces& namespaces) {
+    if (std::string why = namespaces.create(); !why.empty()) return why;
+    if (run("command -v nsenter") != 0) return "no 'nsenter' (util-linux)";
+    if (!namespaces.enter(0)) return std::string("entering namespace 0: ") + std::strerror(errno);
     ::setenv("UCX_TLS", "tcp", /*overwrite=*/0);  // tcp unless the caller chose
     // Only the link between the nodes: UCX 1.13 gives up on a peer that also advertises an
     // interface it cannot reach (its lo), even when the veth would do (openucx/ucx#7599).
     ::setenv("UCX_NET_DEVICES", namespaces.veth_devices().c_str(), /*overwrite=*/0);
+    return {};
+}
+
+// `count` requests through `pipeline`, their results.
+std::vector<Value> submit_all(Pipeline& pipeline, const std::string& prefix, int first, int count) {
+    std::vector<Value> out;
+    for (int i = first; i < first + count; ++i) {
+        auto result =
+            pipeline.submit(prefix + std::to_string(i), OmniRequest{.inputs = Map{{"n", i}}});
+        EXPECT_TRUE(result.has_value()) << i << ": " << result.error().to_string();
+        out.push_back(result.has_value() ? result->data : Value{});
+    }
+    return out;
+}
+
+TEST(PipelineNetns, TensorsCrossNamespacesOverUcxTcp) {
+    Namespaces namespaces;
+    if (std::string why = enter_namespaces(namespaces); !why.empty()) GTEST_SKIP() << why;
     ASSERT_TRUE(enable_test_stages().has_value());
     ASSERT_TRUE(register_builtins().has_value());
 
@@ -153,87 +283,102 @@ TEST(PipelineNetns, TensorsCrossNamespacesOverUcxTcp) {
         auto single = omnirt::testing::start_pipeline(pipeline_yaml(false),
                                                       {.placement = Placement::processes});
         ASSERT_TRUE(single.has_value()) << single.error().to_string();
-        for (int i = 0; i < 3; ++i) {
-            auto result =
-                (*single)->submit("one-" + std::to_string(i), OmniRequest{.inputs = Map{{"n", i}}});
-            ASSERT_TRUE(result.has_value()) << result.error().to_string();
-            expected.push_back(result->data);
+        expected = submit_all(**single, "one-", 0, 3);
+    }
+
+    HeadAndNode nodes(namespaces);
+    ASSERT_EQ(nodes.join(), "");
+    EXPECT_EQ(nodes.addresses(), (std::vector<std::string>{"10.77.1.1", "10.77.1.2"}));
+    auto pipeline = nodes.start(pipeline_yaml(true));
+    ASSERT_TRUE(pipeline.has_value()) << pipeline.error().to_string();
+    EXPECT_EQ((*pipeline)->plan().edges.at(0).tier, "ucx");
+    EXPECT_EQ(submit_all(**pipeline, "two-", 0, 3), expected);
+    const int status = nodes.stop();
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << nodes.node_log();
+}
+
+std::string spread_replicas_yaml(bool two_nodes) {
+    const std::string nodes = two_nodes ? ", node: [0, 1]" : "";
+    return R"(
+model_path: none
+relay_backend: shm
+endpoints: {scheme: tcp, base_port: 17000}
+stages:
+  - {name: produce, process: a, factory: test.tensor_producer,
+     factory_args: {bytes: 1048576, dtype: float32}, next: double}
+  - {name: double, process: b, factory: test.arithmetic, factory_args: {scale: 2},
+     terminal: true, replicas: 2)" +
+           nodes + R"(}
+)";
+}
+
+// Replicas spread over the namespaces (`node: [0, 1]`): round-robin sends every other request's
+// tensor across the veth through ucx and the others through shm, results equal one node's; node
+// 1 gone, only its replica is down (health degraded, naming the node) and replica 0 serves on.
+TEST(PipelineNetns, ReplicasSpreadOverNamespacesKeepServingWhenOneGoes) {
+    Namespaces namespaces;
+    if (std::string why = enter_namespaces(namespaces); !why.empty()) GTEST_SKIP() << why;
+    ASSERT_TRUE(enable_test_stages().has_value());
+    ASSERT_TRUE(register_builtins().has_value());
+
+    std::vector<Value> expected;
+    {
+        auto single = omnirt::testing::start_pipeline(spread_replicas_yaml(false),
+                                                      {.placement = Placement::processes});
+        ASSERT_TRUE(single.has_value()) << single.error().to_string();
+        expected = submit_all(**single, "one-", 0, 8);
+    }
+
+    HeadAndNode nodes(namespaces);
+    ASSERT_EQ(nodes.join(), "");
+    auto pipeline = nodes.start(spread_replicas_yaml(true));
+    ASSERT_TRUE(pipeline.has_value()) << pipeline.error().to_string();
+    std::map<std::string, std::string> tiers;
+    for (const auto& edge : (*pipeline)->plan().edges) tiers[edge.from + ">" + edge.to] = edge.tier;
+    EXPECT_EQ(tiers["produce>double"], "shm+ucx");
+    auto children = (*pipeline)->process_ids();
+    EXPECT_TRUE(children.contains("b.r0"));
+    EXPECT_FALSE(children.contains("b.r1"));
+    const std::vector<Value> first = submit_all(**pipeline, "two-", 0, 4);
+    EXPECT_EQ(first, std::vector<Value>(expected.begin(), expected.begin() + 4));
+    EXPECT_TRUE((*pipeline)->health().healthy) << (*pipeline)->health().reason;
+
+    // Node 1 leaves (its process killed: no goodbye, the head finds it missing).
+    ASSERT_EQ(run("ip netns pids " + namespaces.name(1) + " | xargs -r kill -KILL"), 0);
+    // Its replica's process stops answering first; then the head finds the node missing
+    // (node_timeout, 3 s) and marks the replica restarting.
+    const auto replica_restarting = [](const auto& health) {
+        for (const auto& stage : health.stages) {
+            if (stage.stage == "double.r1") return stage.state == pipeline::StageState::restarting;
+        }
+        return false;
+    };
+    auto health = (*pipeline)->health();
+    const auto deadline = std::chrono::steady_clock::now() + milliseconds(30000);
+    while (!replica_restarting(health) && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(milliseconds(20));  // polling the reported state, a bound
+        health = (*pipeline)->health();
+    }
+    EXPECT_FALSE(health.healthy);
+    EXPECT_TRUE(health.degraded) << health.reason;
+    for (const auto& stage : health.stages) {
+        if (stage.stage == "double.r1") {
+            EXPECT_EQ(stage.state, pipeline::StageState::restarting);
+            EXPECT_NE(stage.down_reason.find("10.77.1.2"), std::string::npos) << stage.down_reason;
+        } else {
+            EXPECT_NE(stage.state, pipeline::StageState::restarting) << stage.stage;
         }
     }
-
-    auto hub = NodeHub::create({.bind_endpoint = "tcp://10.77.1.1:0",
-                                .nnodes = 2,
-                                .head_address = "10.77.1.1",
-                                .heartbeat_interval = milliseconds(100),
-                                .node_timeout = milliseconds(3000)});
-    ASSERT_TRUE(hub.has_value()) << hub.error().to_string();
-    const std::string endpoint = (*hub)->endpoint();  // tcp://10.77.1.1:PORT
-    const std::string head = endpoint.substr(std::string("tcp://").size());
-    const std::string log = ::testing::TempDir() + "/netns-node1-" + std::to_string(::getpid());
-    std::vector<std::string> args = {"ip",
-                                     "netns",
-                                     "exec",
-                                     namespaces.name(1),
-                                     omnirt::testing::omnirt_binary(),
-                                     "serve",
-                                     "--nnodes",
-                                     "2",
-                                     "--node-rank",
-                                     "1",
-                                     "--dist-init-addr",
-                                     head,
-                                     "--node-addr",
-                                     "10.77.1.2",
-                                     "--port",
-                                     "0",
-                                     "--node-join-timeout",
-                                     "60"};
-    std::vector<char*> argv;
-    for (auto& arg : args) argv.push_back(arg.data());
-    argv.push_back(nullptr);
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    posix_spawn_file_actions_adddup2(&actions, 1, 2);
-    Child node;
-    // The environment carries UCX_TLS and OMNIRT_TEST_STAGES for its stage processes.
-    ASSERT_EQ(posix_spawnp(&node.pid, "ip", &actions, nullptr, argv.data(), environ), 0);
-    posix_spawn_file_actions_destroy(&actions);
-
-    auto addresses = (*hub)->wait_for_nodes(milliseconds(60000));
-    ASSERT_TRUE(addresses.has_value()) << addresses.error().to_string();
-    EXPECT_EQ(*addresses, (std::vector<std::string>{"10.77.1.1", "10.77.1.2"}));
-    auto config = config::load_pipeline_text(pipeline_yaml(true), "<two namespaces>");
-    ASSERT_TRUE(config.has_value()) << config.error().to_string();
-    NodeHub* raw_hub = hub->get();
-    auto pipeline = Pipeline::start(
-        *config, {.binary = omnirt::testing::omnirt_binary(),
-                  .heartbeat_interval = milliseconds(20),
-                  .node_addresses = *addresses,
-                  .on_coordinator_started =
-                      [raw_hub](auto plan, pipeline::Coordinator& c) {
-                          return raw_hub->serve_plan(std::move(plan), c);
-                      },
-                  .before_stop = [raw_hub] { raw_hub->stop(milliseconds(10000)); }});
-    ASSERT_TRUE(pipeline.has_value())
-        << pipeline.error().to_string() << "\nnode 1: " << std::ifstream(log).rdbuf();
-    EXPECT_EQ((*pipeline)->plan().edges.at(0).tier, "ucx");
-    for (int i = 0; i < 3; ++i) {
-        auto result =
-            (*pipeline)->submit("two-" + std::to_string(i), OmniRequest{.inputs = Map{{"n", i}}});
-        ASSERT_TRUE(result.has_value()) << result.error().to_string();
-        EXPECT_EQ(result->data, expected[static_cast<std::size_t>(i)]) << i;
-    }
-    (*hub)->stop(milliseconds(10000));
-    (*pipeline)->stop();
-    // Told by the head, node 1 stops its stages and exits 0.
-    int status = -1;
-    for (int i = 0; i < 200 && ::waitpid(node.pid, &status, WNOHANG) == 0; ++i) {
-        std::this_thread::sleep_for(milliseconds(50));
-    }
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << std::ifstream(log).rdbuf();
-    node.pid = -1;
-    ::unlink(log.c_str());
+    const std::vector<Value> after = submit_all(**pipeline, "two-", 4, 4);
+    EXPECT_EQ(after, std::vector<Value>(expected.begin() + 4, expected.end()));
+    const std::string runtime_dir = (*pipeline)->plan().runtime_dir;
+    nodes.stop();
+    // What the killed node's processes had mapped stays in its host's /dev/shm until an omnirt
+    // starts there again (the shm relay removes segments of dead processes when it opens); here
+    // that host is this one: the same sweep, then nothing of the pipeline is left.
+    ASSERT_TRUE(
+        relay::shm::remove_stale_segments(relay::shm::instance_tag(runtime_dir)).has_value());
+    EXPECT_EQ(omnirt::testing::count_instance_segments(runtime_dir), 0);
 }
 
 }  // namespace
