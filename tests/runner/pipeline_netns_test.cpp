@@ -13,8 +13,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -125,8 +128,9 @@ struct Child {
     }
 };
 
-std::string pipeline_yaml(bool two_nodes) {
-    const std::string node1 = two_nodes ? ", node: 1" : "";
+// produce (1 MiB float32 tensors) -> double; `placement` is added to double's fields (its
+// node, its replicas).
+std::string pipeline_yaml(const std::string& placement) {
     return R"(
 model_path: none
 relay_backend: shm
@@ -136,8 +140,19 @@ stages:
      factory_args: {bytes: 1048576, dtype: float32}, next: double}
   - {name: double, process: b, factory: test.arithmetic, factory_args: {scale: 2},
      terminal: true)" +
-           node1 + R"(}
+           placement + R"(}
 )";
+}
+
+// The pids of the processes in network namespace `name`.
+std::vector<pid_t> pids_in(const std::string& name) {
+    std::vector<pid_t> pids;
+    FILE* out = ::popen(("ip netns pids " + name).c_str(), "r");
+    if (out == nullptr) return pids;
+    int pid = 0;
+    while (std::fscanf(out, "%d", &pid) == 1) pids.push_back(pid);
+    ::pclose(out);
+    return pids;
 }
 
 // The head's hub in namespace 0 (10.77.1.1) and `omnirt serve --node-rank 1` in namespace 1
@@ -272,44 +287,31 @@ std::vector<Value> submit_all(Pipeline& pipeline, const std::string& prefix, int
     return out;
 }
 
+// The results of `count` requests through `yaml` with every process on this host (the
+// reference the two-node runs must equal).
+std::vector<Value> one_node_results(const std::string& yaml, int count) {
+    auto single = omnirt::testing::start_pipeline(yaml, {.placement = Placement::processes});
+    EXPECT_TRUE(single.has_value()) << single.error().to_string();
+    return single.has_value() ? submit_all(**single, "one-", 0, count) : std::vector<Value>{};
+}
+
 TEST(PipelineNetns, TensorsCrossNamespacesOverUcxTcp) {
     Namespaces namespaces;
     if (std::string why = enter_namespaces(namespaces); !why.empty()) GTEST_SKIP() << why;
     ASSERT_TRUE(enable_test_stages().has_value());
     ASSERT_TRUE(register_builtins().has_value());
 
-    std::vector<Value> expected;
-    {
-        auto single = omnirt::testing::start_pipeline(pipeline_yaml(false),
-                                                      {.placement = Placement::processes});
-        ASSERT_TRUE(single.has_value()) << single.error().to_string();
-        expected = submit_all(**single, "one-", 0, 3);
-    }
+    const std::vector<Value> expected = one_node_results(pipeline_yaml(""), 3);
 
     HeadAndNode nodes(namespaces);
     ASSERT_EQ(nodes.join(), "");
     EXPECT_EQ(nodes.addresses(), (std::vector<std::string>{"10.77.1.1", "10.77.1.2"}));
-    auto pipeline = nodes.start(pipeline_yaml(true));
+    auto pipeline = nodes.start(pipeline_yaml(", node: 1"));
     ASSERT_TRUE(pipeline.has_value()) << pipeline.error().to_string();
     EXPECT_EQ((*pipeline)->plan().edges.at(0).tier, "ucx");
     EXPECT_EQ(submit_all(**pipeline, "two-", 0, 3), expected);
     const int status = nodes.stop();
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << nodes.node_log();
-}
-
-std::string spread_replicas_yaml(bool two_nodes) {
-    const std::string nodes = two_nodes ? ", node: [0, 1]" : "";
-    return R"(
-model_path: none
-relay_backend: shm
-endpoints: {scheme: tcp, base_port: 17000}
-stages:
-  - {name: produce, process: a, factory: test.tensor_producer,
-     factory_args: {bytes: 1048576, dtype: float32}, next: double}
-  - {name: double, process: b, factory: test.arithmetic, factory_args: {scale: 2},
-     terminal: true, replicas: 2)" +
-           nodes + R"(}
-)";
 }
 
 // Replicas spread over the namespaces (`node: [0, 1]`): round-robin sends every other request's
@@ -321,17 +323,11 @@ TEST(PipelineNetns, ReplicasSpreadOverNamespacesKeepServingWhenOneGoes) {
     ASSERT_TRUE(enable_test_stages().has_value());
     ASSERT_TRUE(register_builtins().has_value());
 
-    std::vector<Value> expected;
-    {
-        auto single = omnirt::testing::start_pipeline(spread_replicas_yaml(false),
-                                                      {.placement = Placement::processes});
-        ASSERT_TRUE(single.has_value()) << single.error().to_string();
-        expected = submit_all(**single, "one-", 0, 8);
-    }
+    const std::vector<Value> expected = one_node_results(pipeline_yaml(", replicas: 2"), 8);
 
     HeadAndNode nodes(namespaces);
     ASSERT_EQ(nodes.join(), "");
-    auto pipeline = nodes.start(spread_replicas_yaml(true));
+    auto pipeline = nodes.start(pipeline_yaml(", replicas: 2, node: [0, 1]"));
     ASSERT_TRUE(pipeline.has_value()) << pipeline.error().to_string();
     std::map<std::string, std::string> tiers;
     for (const auto& edge : (*pipeline)->plan().edges) tiers[edge.from + ">" + edge.to] = edge.tier;
@@ -344,7 +340,9 @@ TEST(PipelineNetns, ReplicasSpreadOverNamespacesKeepServingWhenOneGoes) {
     EXPECT_TRUE((*pipeline)->health().healthy) << (*pipeline)->health().reason;
 
     // Node 1 leaves (its process killed: no goodbye, the head finds it missing).
-    ASSERT_EQ(run("ip netns pids " + namespaces.name(1) + " | xargs -r kill -KILL"), 0);
+    const std::vector<pid_t> node_pids = pids_in(namespaces.name(1));
+    ASSERT_FALSE(node_pids.empty());
+    for (pid_t pid : node_pids) ::kill(pid, SIGKILL);
     // Its replica's process stops answering first; then the head finds the node missing
     // (node_timeout, 3 s) and marks the replica restarting.
     const auto replica_restarting = [](const auto& health) {
@@ -373,12 +371,25 @@ TEST(PipelineNetns, ReplicasSpreadOverNamespacesKeepServingWhenOneGoes) {
     EXPECT_EQ(after, std::vector<Value>(expected.begin() + 4, expected.end()));
     const std::string runtime_dir = (*pipeline)->plan().runtime_dir;
     nodes.stop();
-    // What the killed node's processes had mapped stays in its host's /dev/shm until an omnirt
-    // starts there again (the shm relay removes segments of dead processes when it opens); here
-    // that host is this one: the same sweep, then nothing of the pipeline is left.
-    ASSERT_TRUE(
-        relay::shm::remove_stale_segments(relay::shm::instance_tag(runtime_dir)).has_value());
     EXPECT_EQ(omnirt::testing::count_instance_segments(runtime_dir), 0);
+    // What node 1's processes had mapped stays in its host's /dev/shm (under node 1's own
+    // instance) until an omnirt starts there again: the shm relay removes dead processes'
+    // segments when it opens. Here that host is this one: the same sweep for those processes,
+    // then none of theirs is left.
+    for (pid_t pid : node_pids) {
+        // Gone once reaped (their parent, node 1's omnirt, is dead: init reaps them).
+        const auto reaped_by = std::chrono::steady_clock::now() + milliseconds(10000);
+        while (relay::shm::process_alive(pid) && std::chrono::steady_clock::now() < reaped_by) {
+            std::this_thread::sleep_for(milliseconds(10));  // polling the process table, a bound
+        }
+        relay::shm::remove_segments_of_dead_process(pid);
+    }
+    for (const auto& entry : std::filesystem::directory_iterator("/dev/shm")) {
+        const auto name = relay::shm::parse_segment_name(entry.path().filename().string());
+        if (!name) continue;
+        EXPECT_EQ(std::count(node_pids.begin(), node_pids.end(), name->pid), 0)
+            << entry.path() << " of a process of node 1";
+    }
 }
 
 }  // namespace
