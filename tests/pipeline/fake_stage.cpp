@@ -197,9 +197,8 @@ std::size_t directory_entries(const std::string& path) {
 
 void CoordinatorTest::SetUp() {
     // Sanitizer runtimes start a background thread with the process's first thread: start it
-    // now so that it is not counted as a leak.
-    std::thread([] {}).join();
-    threads_before_ = thread_count();
+    // now so that it is not counted as a leak (and wait for the joined thread to leave).
+    threads_before_ = omnirt::testing::thread_count_after_warm_up();
     auto dir = config::RuntimeDirectory::create(::testing::TempDir());
     ASSERT_TRUE(dir.has_value());
     dir_ = std::move(*dir);
