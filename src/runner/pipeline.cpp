@@ -17,10 +17,19 @@ std::chrono::milliseconds remaining(Clock::time_point deadline) {
     return std::max(left, std::chrono::milliseconds(0));
 }
 
+// True for a rank of a tensor-parallel stage whose ranks run on several nodes.
+bool spread_tp_rank(const config::RuntimePlan& plan, const config::ProcessPlan& process) {
+    if (!process.tp) return false;
+    const config::StagePlan* stage = plan.find_stage(process.tp->stage);
+    return stage != nullptr && plan.nodes_of_stage(*stage).size() > 1;
+}
+
 // Why a process group cannot be restarted, or empty.
 std::string not_restartable(const config::RuntimePlan& plan, const config::ProcessPlan& process) {
-    if (process.tp) {
-        return "a tensor-parallel rank is not restarted (its group's rendezvous is gone)";
+    if (spread_tp_rank(plan, process)) {
+        return "a rank of tensor-parallel stage '" + process.tp->stage +
+               "', whose ranks span nodes, is not restarted on its own (its ranks start afresh "
+               "together only when a node that left comes back)";
     }
     if (plan.relay_backend == "gloo" || plan.relay_backend == "nccl") {
         return "relay_backend '" + plan.relay_backend +
@@ -65,6 +74,14 @@ Status Pipeline::State::start_children(Clock::time_point deadline) {
             .budget = RestartBudget(restart_policy),
             .not_restartable = not_restartable(*plan, process),
             .reports_stages = !process.tp || process.tp->rank == 0});
+        if (process.tp && !spread_tp_rank(*plan, process)) {
+            slot->tp_group = process.tp->stage;
+            slot->tp_rank = process.tp->rank;
+            constexpr std::string_view kFileScheme = "file://";
+            if (process.tp->rendezvous.starts_with(kFileScheme)) {
+                slot->tp_store = process.tp->rendezvous.substr(kFileScheme.size());
+            }
+        }
         OMNI_TRY(auto child, ChildProcess::spawn(slot->spec));
         {
             std::lock_guard lock(children_mutex);

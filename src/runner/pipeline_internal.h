@@ -46,6 +46,14 @@ struct ProcessSlot {
     std::string not_restartable;
     // False for a TP follower rank: the coordinator hears of its stage through rank 0 only.
     bool reports_stages = true;
+    // A rank of a tensor-parallel stage whose ranks all run on this node: the stage's name. The
+    // ranks restart together (a new group needs every rank afresh), under the budget of rank 0's
+    // slot, which the restart thread's `due` names.
+    std::string tp_group;
+    int tp_rank = 0;
+    // The group's file store (a file:// rendezvous), removed before the ranks start again: a
+    // killed group leaves its keys behind. Empty for a TCP rendezvous (rank 0 hosts it).
+    std::string tp_store;
     // Stopped and kept down by control_processes (restart_mutex): its exits are expected.
     bool held = false;
 };
@@ -93,7 +101,16 @@ struct Pipeline::State {
     void run_restarter();
     // The group lost its incarnation (`what` says how): schedules a restart or fails its stages.
     void handle_loss(ProcessSlot& slot, const std::string& what);
-    void restart(ProcessSlot& slot);
+    // Starts a new incarnation of the slot; false when it did not start (handle_loss has been
+    // told).
+    bool restart(ProcessSlot& slot);
+    // Restart thread: every rank of `leader`'s TP group stopped, then started again in rank
+    // order.
+    void restart_group(ProcessSlot& leader);
+    // Stops the slot's incarnation, if any, without reporting the exit (alive: SIGKILL).
+    void stop_incarnation(ProcessSlot& slot);
+    // The slots of `slot`'s TP group in rank order (only `slot` when it has no group).
+    [[nodiscard]] std::vector<ProcessSlot*> group_of(const ProcessSlot& slot);
     // Restart thread: stops the slot's incarnation, then starts a new one when asked to.
     void apply_control(ProcessSlot& slot, const ProcessControlRequest& request);
     // Stops the restart thread from starting anything and waits until it is parked.
