@@ -232,6 +232,9 @@ Result<std::uint64_t> C10dTpGroup::connect(std::uint64_t seed_state) {
                 interface != nullptr && *interface != '\0') {
                 gloo_options->devices.push_back(
                     c10d::ProcessGroupGloo::createDeviceForInterface(interface));
+            } else if (!options.listen_host.empty()) {
+                gloo_options->devices.push_back(
+                    c10d::ProcessGroupGloo::createDeviceForHostname(options.listen_host));
             } else if (local) {
                 // A file store or a loopback address: the ranks share this host.
                 gloo_options->devices.push_back(

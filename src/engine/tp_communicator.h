@@ -57,7 +57,12 @@ struct TpGroupOptions {
     std::string name;  // for messages, e.g. "stage 'thinker'"
     int rank = 0;
     int size = 1;
-    std::string rendezvous;        // file://<path> or tcp://host:port
+    std::string rendezvous;  // file://<path> or tcp://host:port
+    // The address gloo binds this rank's connections to and tells the other ranks
+    // (StageContext::node_address). Empty: 127.0.0.1 for a file store or a loopback
+    // rendezvous, else the address the host name resolves to. GLOO_SOCKET_IFNAME, when set,
+    // overrides either.
+    std::string listen_host;
     at::Device device = at::kCPU;  // where the model's tensors live
     // Joining the group, and any one collective (gloo's timeout).
     std::chrono::milliseconds timeout{std::chrono::minutes(5)};

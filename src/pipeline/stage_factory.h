@@ -28,6 +28,9 @@ struct StageContext {
     int tp_rank = 0;
     int tp_size = 1;
     std::string tp_rendezvous;  // "file://..." or "tcp://host:port"; empty without TP
+    // The address this process's node is reached at by the other nodes (a plan over several
+    // nodes); empty on one node. A TP group binds its connections there.
+    std::string node_address;
     // The stage's profiler; schedulers record compute and queue-wait spans on it. Never null
     // while the stage runs; outlives the scheduler.
     Tracer* tracer = nullptr;

@@ -38,7 +38,7 @@ struct StageHost::State {
 
 namespace {
 
-Result<StageContext> make_context(const config::StagePlan& stage,
+Result<StageContext> make_context(const config::RuntimePlan& plan, const config::StagePlan& stage,
                                   const config::ProcessPlan& process, Tracer* tracer) {
     StageContext context{.stage_name = stage.name,
                          .args = stage.factory_args,
@@ -51,6 +51,10 @@ Result<StageContext> make_context(const config::StagePlan& stage,
         context.tp_rank = process.tp->rank;
         context.tp_size = process.tp->size;
         context.tp_rendezvous = process.tp->rendezvous;
+    }
+    if (plan.node_addresses.size() > 1 && process.node >= 0 &&
+        static_cast<std::size_t>(process.node) < plan.node_addresses.size()) {
+        context.node_address = plan.node_addresses[static_cast<std::size_t>(process.node)];
     }
     if (!stage.gpu.empty()) {
         auto rank = static_cast<std::size_t>(context.tp_rank);
@@ -104,7 +108,7 @@ Result<std::unique_ptr<StageHost>> StageHost::create(
         if (!factory) return fail(context_error(factory.error()));
         // A replica's trace is its own ("{stage}.r{k}" in the trace file name).
         auto tracer = std::make_shared<Tracer>(config::stage_instance(stage_name, *process));
-        OMNI_TRY(StageContext context, make_context(*stage, *process, tracer.get()));
+        OMNI_TRY(StageContext context, make_context(*plan, *stage, *process, tracer.get()));
         auto scheduler = (*factory)(context);
         if (!scheduler) return fail(context_error(scheduler.error()));
         if (!*scheduler) {

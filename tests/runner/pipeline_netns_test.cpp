@@ -392,5 +392,43 @@ TEST(PipelineNetns, ReplicasSpreadOverNamespacesKeepServingWhenOneGoes) {
     }
 }
 
+#ifdef OMNIRT_TP_PLUGIN_PATH
+// A tensor-parallel stage with rank 0 in namespace 0 and rank 1 in namespace 1: every request
+// all-reduces over the stage's gloo group across the veth (each rank binds gloo to its node's
+// address; the host name resolves to 127.0.0.1 here, which the other namespace cannot reach).
+// Results equal the one-node run.
+TEST(PipelineNetns, TensorParallelRanksInTwoNamespacesAllReduceOverTheLink) {
+    Namespaces namespaces;
+    if (std::string why = enter_namespaces(namespaces); !why.empty()) GTEST_SKIP() << why;
+    ASSERT_TRUE(enable_test_stages().has_value());
+    ASSERT_TRUE(register_builtins().has_value());
+    const auto yaml = [](const std::string& placement) {
+        return std::string(R"(
+model_path: none
+relay_backend: shm
+plugins: [")" OMNIRT_TP_PLUGIN_PATH R"("]
+endpoints: {scheme: tcp, base_port: 17100}
+stages:
+  - {name: tp, factory: test.tp_all_reduce, tp_size: 2, next: last)") +
+               placement + R"(}
+  - {name: last, process: last, factory: test.identity, terminal: true}
+)";
+    };
+    const std::vector<Value> expected = one_node_results(yaml(""), 3);
+    ASSERT_EQ(expected.size(), 3u);
+    // Two ranks sum (n + k) * 1 and (n + k) * 2.
+    EXPECT_EQ(expected[2].as_map().at("sum"), Value(List{6.0, 9.0, 12.0, 15.0}));
+
+    HeadAndNode nodes(namespaces);
+    ASSERT_EQ(nodes.join(), "");
+    auto pipeline = nodes.start(yaml(", node: [0, 1]"));
+    ASSERT_TRUE(pipeline.has_value()) << pipeline.error().to_string();
+    EXPECT_EQ((*pipeline)->plan().find_process("tp_tp1")->node, 1);
+    EXPECT_EQ(submit_all(**pipeline, "two-", 0, 3), expected) << nodes.node_log();
+    const int status = nodes.stop();
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << nodes.node_log();
+}
+#endif
+
 }  // namespace
 }  // namespace omnirt::runner

@@ -86,6 +86,7 @@ Result<std::unique_ptr<pipeline::Scheduler>> make_stage(const pipeline::StageCon
                                           .rank = context.tp_rank,
                                           .size = context.tp_size,
                                           .rendezvous = context.tp_rendezvous,
+                                          .listen_host = context.node_address,
                                           .timeout = std::chrono::milliseconds(timeout_ms)}));
     auto lazy = std::make_shared<LazyGroup>(std::move(group));
     return pipeline::make_simple_scheduler(

@@ -180,6 +180,7 @@ Result<std::unique_ptr<pipeline::Scheduler>> make_thinker_stage(
                                 .rank = context.tp_rank,
                                 .size = context.tp_size,
                                 .rendezvous = context.tp_rendezvous,
+                                .listen_host = context.node_address,
                                 .device = torch_bridge::to_torch_device(context.device),
                                 .timeout = std::chrono::seconds(tp_timeout_s)}));
     }
