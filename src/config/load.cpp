@@ -31,6 +31,15 @@ std::string top_level(const std::string& field) {
     return field.substr(0, field.find_first_of(".["));
 }
 
+// The plugin directory of the running omnirt: <directory of the executable>/../lib (build/lib
+// beside build/bin/omnirt, in any build directory or install prefix). Empty when unknown.
+fs::path own_plugin_dir() {
+    std::error_code error;
+    const fs::path exe = fs::read_symlink("/proc/self/exe", error);
+    if (error || exe.empty()) return {};
+    return exe.parent_path().parent_path() / "lib";
+}
+
 // Resolves `plugins:` against `base_dir` and, when asked, loads each one (separately, so that
 // every failing plugin is reported). Returns false when a plugin failed to load.
 bool resolve_and_load_plugins(PipelineConfig& config, const fs::path& base_dir,
@@ -47,7 +56,26 @@ bool resolve_and_load_plugins(PipelineConfig& config, const fs::path& base_dir,
             continue;
         }
         fs::path path(plugin);
-        if (path.is_relative()) path = base_dir / path;
+        if (path.is_relative()) {
+            const fs::path beside = base_dir / path;
+            // A bare file name not beside the config: the running omnirt's plugin directory.
+            const fs::path own = own_plugin_dir() / path;
+            if (!path.has_parent_path() && !fs::exists(beside) && !own_plugin_dir().empty() &&
+                fs::exists(own)) {
+                path = own;
+            } else if (!path.has_parent_path() && !fs::exists(beside) && options.load_plugins) {
+                out.push_back(Diagnostic{location, "", field,
+                                         "plugin '" + plugin + "' is neither beside the config (" +
+                                             beside.lexically_normal().string() +
+                                             ") nor in this omnirt's plugin directory (" +
+                                             own.lexically_normal().string() + ")"});
+                plugin = beside.lexically_normal().string();
+                loaded_all = false;
+                continue;
+            } else {
+                path = beside;
+            }
+        }
         plugin = path.lexically_normal().string();
         if (!options.load_plugins) continue;
         auto loaded = load_plugins({plugin}, registry);

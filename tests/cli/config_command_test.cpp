@@ -101,10 +101,8 @@ stages:
 
 // The speech pipeline's factories and functions come from the Qwen3-Omni plugin it names.
 TEST(ConfigValidate, AcceptsTheSpeechPipelineWithItsPlugin) {
-    // The config names the plugin of the default build directory.
-    if (!std::filesystem::exists(source_path("build/lib/libomnirt_qwen3_omni_plugin.so"))) {
-        GTEST_SKIP() << "no build/lib/libomnirt_qwen3_omni_plugin.so (another build directory)";
-    }
+    // The config names its plugin by file name: the one in this build's lib/ (any build
+    // directory).
     auto result = run_command(
         {omnirt_binary(), "config", "validate", source_path("configs/qwen3_omni_speech.yaml")});
     EXPECT_EQ(result.exit_code, 0) << result.err;

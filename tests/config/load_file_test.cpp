@@ -1,6 +1,7 @@
 // Loading from files: missing and unreadable files, plugins resolved against the config's
 // directory and loaded into the registry of LoadOptions.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -90,13 +91,49 @@ TEST(LoadFile, MissingPluginIsReportedAtItsLine) {
     Registry registry;
     auto report = load_pipeline_report(path, {.registry = &registry});
     ASSERT_EQ(report.diagnostics.size(), 1u) << testing::dump(report);
-    EXPECT_EQ(report.diagnostics[0].to_string(), path + ":2:11: field 'plugins[0]': plugin '" +
-                                                     (dir.path() / "nothere.so").string() +
-                                                     "' does not exist");
+    const std::string own_dir =
+        (fs::read_symlink("/proc/self/exe").parent_path().parent_path() / "lib").string();
+    EXPECT_EQ(report.diagnostics[0].to_string(),
+              path +
+                  ":2:11: field 'plugins[0]': plugin 'nothere.so' is neither beside the config (" +
+                  (dir.path() / "nothere.so").string() +
+                  ") nor in this omnirt's plugin directory (" + own_dir + "/nothere.so)");
+    // A path with a directory is only looked for where it says.
+    auto nested = PipelineText::linear().top("plugins", "[lib/nothere.so]");
+    auto nested_report =
+        load_pipeline_report(dir.write("n.yaml", nested.text()), {.registry = &registry});
+    ASSERT_EQ(nested_report.diagnostics.size(), 1u) << testing::dump(nested_report);
+    EXPECT_NE(nested_report.diagnostics[0].message.find(
+                  "plugin '" + (dir.path() / "lib/nothere.so").string() + "' does not exist"),
+              std::string::npos)
+        << nested_report.diagnostics[0].message;
     // Without loading, the path is only resolved.
     auto config = load_pipeline_file(path, {.load_plugins = false, .check_registry = false});
     ASSERT_TRUE(config.has_value());
     EXPECT_EQ(config->plugins[0], (dir.path() / "nothere.so").string());
+}
+
+// A bare file name that is not beside the config comes from the running omnirt's plugin
+// directory (<directory of the executable>/../lib: this build's lib/ for a test binary in tests/),
+// so the shipped configs work from any build directory; one beside the config still wins.
+TEST(LoadFile, ABareNameNotBesideTheConfigIsTakenFromTheOwnPluginDirectory) {
+    const fs::path own_dir = fs::read_symlink("/proc/self/exe").parent_path().parent_path() / "lib";
+    const bool made = fs::create_directories(own_dir);  // none beside a test binary's directory
+    const std::string name = "omnirt-load-test-" + std::to_string(::getpid()) + ".so";
+    std::ofstream(own_dir / name) << "not loaded";
+    TempDir dir;
+    auto p = PipelineText::linear().top("plugins", "[" + name + "]");
+    std::string path = dir.write("p.yaml", p.text());
+    auto config = load_pipeline_file(path, {.load_plugins = false, .check_registry = false});
+    ASSERT_TRUE(config.has_value()) << config.error().message;
+    EXPECT_EQ(config->plugins[0], (own_dir / name).lexically_normal().string());
+    // Beside the config: that one.
+    dir.write(name, "not loaded either");
+    config = load_pipeline_file(path, {.load_plugins = false, .check_registry = false});
+    ASSERT_TRUE(config.has_value()) << config.error().message;
+    EXPECT_EQ(config->plugins[0], (dir.path() / name).string());
+    fs::remove(own_dir / name);
+    if (made) fs::remove(own_dir);
 }
 
 }  // namespace

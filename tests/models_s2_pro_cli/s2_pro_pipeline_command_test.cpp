@@ -34,10 +34,9 @@ class S2ProPipelineCommand : public ::testing::Test {
 
     // The last JSON line of `omnirt run`'s stdout (the result).
     static nlohmann::json run(const std::string& input, const std::string& params) {
-        auto result = run_command({omnirt_binary(), "run", "--config",
-                                   shipped_config_for_this_build("s2_pro_tts.yaml", dir_->string()),
-                                   "--set", "model_path=" + dir_->string(), "--in-process",
-                                   "--input", input, "--params", params});
+        auto result = run_command(
+            {omnirt_binary(), "run", "--config", source_path("configs/s2_pro_tts.yaml"), "--set",
+             "model_path=" + dir_->string(), "--in-process", "--input", input, "--params", params});
         EXPECT_EQ(result.exit_code, 0) << result.err;
         std::istringstream lines(result.out);
         std::string line, last;

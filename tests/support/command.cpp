@@ -6,8 +6,6 @@
 #include <unistd.h>
 
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
 
 extern char** environ;
 
@@ -68,22 +66,6 @@ std::string omnirt_binary() {
 
 std::string source_path(const std::string& relative) {
     return dir_from("OMNIRT_SOURCE_DIR", OMNIRT_SOURCE_DIR) + "/" + relative;
-}
-
-std::string shipped_config_for_this_build(const std::string& name, const std::string& directory) {
-    std::ifstream in(source_path("configs/" + name));
-    std::stringstream text;
-    text << in.rdbuf();
-    std::string yaml = text.str();
-    const std::string shipped = "../build/lib/";
-    const std::string here = dir_from("OMNIRT_BINARY_DIR", OMNIRT_BINARY_DIR) + "/lib/";
-    for (auto at = yaml.find(shipped); at != std::string::npos;
-         at = yaml.find(shipped, at + here.size())) {
-        yaml.replace(at, shipped.size(), here);
-    }
-    const std::string path = directory + "/" + name;
-    std::ofstream(path) << yaml;
-    return path;
 }
 
 }  // namespace omnirt::testing

@@ -19,9 +19,4 @@ CommandResult run_command(const std::vector<std::string>& argv);
 std::string omnirt_binary();
 std::string source_path(const std::string& relative);
 
-// The text of configs/<name> with its plugin paths ("../build/lib/", which assume the default
-// build directory) pointing at this build's lib/ (build-asan/ and others), written to
-// `directory`/<name>: the path of the copy.
-std::string shipped_config_for_this_build(const std::string& name, const std::string& directory);
-
 }  // namespace omnirt::testing
