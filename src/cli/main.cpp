@@ -19,9 +19,11 @@
 #include "cli/run_command.h"
 #include "cli/serve_command.h"
 #include "cli/tokenize_command.h"
+#include "cli/ucx_defaults.h"
 
 int main(int argc, char** argv) {
     omnirt::cli::choose_openblas_kernels();  // before any plugin loads libtorch (openblas_core.h)
+    omnirt::cli::choose_ucx_defaults();      // before any relay reads UCX's configuration
     // Logs go to stderr: stdout carries command output (JSON, tables).
     // (Unnamed, so a command may register a logger under any name, e.g. its process name.)
     spdlog::set_default_logger(std::make_shared<spdlog::logger>(
