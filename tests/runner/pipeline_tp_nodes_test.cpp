@@ -10,6 +10,7 @@
 
 #include "pipeline_harness.h"
 #include "runner/builtins.h"
+#include "tp_all_reduce.h"
 #include "two_nodes.h"
 
 namespace omnirt::runner {
@@ -18,6 +19,7 @@ namespace {
 using omnirt::testing::eventually;
 using omnirt::testing::free_base_port;
 using omnirt::testing::process_alive;
+using omnirt::testing::two_rank_sum;
 using omnirt::testing::TwoNodes;
 using std::chrono::milliseconds;
 
@@ -33,13 +35,6 @@ endpoints: {scheme: tcp, base_port: )") +
            (two_nodes ? ", node: [head, gpu-a]" : "") + R"(}
   - {name: last, process: last, factory: test.identity, terminal: true}
 )";
-}
-
-// {"n": n, "sum": (n + k) * (1 + 2) for k = 0..3, "ranks": 2}: what two ranks sum.
-Value two_rank_sum(int n) {
-    List sum;
-    for (int k = 0; k < 4; ++k) sum.push_back(Value(static_cast<double>((n + k) * 3)));
-    return Value(Map{{"n", n}, {"sum", Value(std::move(sum))}, {"ranks", 2}});
 }
 
 const pipeline::StageHealth* stage_health(const pipeline::HealthReport& health,

@@ -10,12 +10,14 @@
 
 #include "pipeline_harness.h"
 #include "runner/builtins.h"
+#include "tp_all_reduce.h"
 #include "two_nodes.h"
 
 namespace omnirt::runner {
 namespace {
 
 using omnirt::testing::eventually;
+using omnirt::testing::two_rank_sum;
 using std::chrono::milliseconds;
 
 constexpr milliseconds kHangGuard(60000);
@@ -45,13 +47,6 @@ restart: {max_restarts: )") +
   - {name: tp, factory: test.tp_all_reduce, tp_size: 2, next: last}
   - {name: last, process: last, factory: test.identity, terminal: true}
 )";
-}
-
-// {"n": n, "sum": (n + k) * (1 + 2) for k = 0..3, "ranks": 2}: what two ranks sum.
-Value two_rank_sum(int n) {
-    List sum;
-    for (int k = 0; k < 4; ++k) sum.push_back(Value(static_cast<double>((n + k) * 3)));
-    return Value(Map{{"n", n}, {"sum", Value(std::move(sum))}, {"ranks", 2}});
 }
 
 pipeline::StageHealth tp_health(Pipeline& target) {
