@@ -59,11 +59,13 @@ bool resolve_and_load_plugins(PipelineConfig& config, const fs::path& base_dir,
         if (path.is_relative()) {
             const fs::path beside = base_dir / path;
             // A bare file name not beside the config: the running omnirt's plugin directory.
-            const fs::path own = own_plugin_dir() / path;
-            if (!path.has_parent_path() && !fs::exists(beside) && !own_plugin_dir().empty() &&
-                fs::exists(own)) {
+            const fs::path own_dir = own_plugin_dir();
+            const fs::path own = own_dir / path;
+            if (path.has_parent_path() || fs::exists(beside)) {
+                path = beside;
+            } else if (!own_dir.empty() && fs::exists(own)) {
                 path = own;
-            } else if (!path.has_parent_path() && !fs::exists(beside) && options.load_plugins) {
+            } else if (options.load_plugins) {
                 out.push_back(Diagnostic{location, "", field,
                                          "plugin '" + plugin + "' is neither beside the config (" +
                                              beside.lexically_normal().string() +
@@ -73,7 +75,7 @@ bool resolve_and_load_plugins(PipelineConfig& config, const fs::path& base_dir,
                 loaded_all = false;
                 continue;
             } else {
-                path = beside;
+                path = beside;  // only resolved: as written
             }
         }
         plugin = path.lexically_normal().string();
