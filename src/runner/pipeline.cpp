@@ -24,9 +24,10 @@ bool spread_tp_rank(const config::RuntimePlan& plan, const config::ProcessPlan& 
     return stage != nullptr && plan.nodes_of_stage(*stage).size() > 1;
 }
 
-// Why a process group cannot be restarted, or empty.
-std::string not_restartable(const config::RuntimePlan& plan, const config::ProcessPlan& process) {
-    if (spread_tp_rank(plan, process)) {
+// Why a process group cannot be restarted, or empty (`spread`: spread_tp_rank).
+std::string not_restartable(const config::RuntimePlan& plan, const config::ProcessPlan& process,
+                            bool spread) {
+    if (spread) {
         return "a rank of tensor-parallel stage '" + process.tp->stage +
                "', whose ranks span nodes, is not restarted on its own (its ranks start afresh "
                "together only when a node that left comes back)";
@@ -62,6 +63,7 @@ Status Pipeline::State::start_children(Clock::time_point deadline) {
         for (const auto& stage : process.stages) {
             stages.push_back(config::stage_instance(stage, process));
         }
+        const bool spread = spread_tp_rank(*plan, process);
         auto slot = std::make_unique<ProcessSlot>(ProcessSlot{
             .name = process.name,
             .stages = std::move(stages),
@@ -72,9 +74,9 @@ Status Pipeline::State::start_children(Clock::time_point deadline) {
                               "--relay-timeout-ms", std::to_string(options.relay_timeout.count())}},
             .child = nullptr,
             .budget = RestartBudget(restart_policy),
-            .not_restartable = not_restartable(*plan, process),
+            .not_restartable = not_restartable(*plan, process, spread),
             .reports_stages = !process.tp || process.tp->rank == 0});
-        if (process.tp && !spread_tp_rank(*plan, process)) {
+        if (process.tp && !spread) {
             slot->tp_group = process.tp->stage;
             slot->tp_rank = process.tp->rank;
             constexpr std::string_view kFileScheme = "file://";

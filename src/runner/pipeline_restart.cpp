@@ -95,15 +95,17 @@ void Pipeline::State::handle_loss(ProcessSlot& slot, const std::string& what) {
         if (group.size() > 1) {
             // The other ranks cannot serve without it: the restart thread stops them (and
             // keeps them down), which frees what they hold.
-            std::lock_guard lock(restart_mutex);
-            for (ProcessSlot* rank : group) {
-                if (rank == &slot || restart_stopping) continue;
-                controls.push_back({.process = rank->name,
-                                    .start = false,
-                                    .reason = "its tensor-parallel stage failed for good"});
+            {
+                std::lock_guard lock(restart_mutex);
+                for (ProcessSlot* rank : group) {
+                    if (rank == &slot || restart_stopping) continue;
+                    controls.push_back({.process = rank->name,
+                                        .start = false,
+                                        .reason = "its tensor-parallel stage failed for good"});
+                }
             }
+            restart_wake.notify_all();
         }
-        restart_wake.notify_all();
     }
     if (events.down) events.down(slot.stages, reason, state);
     if (state != pipeline::StageState::restarting) return;
