@@ -57,6 +57,8 @@ constexpr std::int64_t kChunkGroups = 16;
 
 #if OMNIRT_HAVE_X86_KERNELS
 
+static_assert(kRowGroup == engine::detail::kGroupSums);
+
 // acc[m][n] += the products of one vector of x row m and weight row n (masked lanes read 0).
 template <int MR, int NR>
 OMNIRT_TARGET_BF16 [[gnu::always_inline]] inline void bfloat16_step(
@@ -202,22 +204,6 @@ void rows_range(const T* x, std::int64_t x_stride, std::int64_t rows, const T* w
     }
 }
 
-// y[m * y_stride + r] = the lanes of sums[m][r] added, for the R input rows and the `count`
-// (<= kRowGroup) weight rows of a streamed group: a whole group's 16 sums reduced together, a
-// partial one's each as _mm512_reduce_add_ps does (the tiles' order either way).
-template <int R>
-OMNIRT_TARGET_AVX512 [[gnu::always_inline]] inline void store_group_sums(
-    __m512 (&sums)[R][kRowGroup], int count, float* y, std::int64_t y_stride) {
-    for (int m = 0; m < R; ++m) {
-        float* out = y + m * y_stride;
-        if (count == kRowGroup) {
-            _mm512_storeu_ps(out, engine::detail::sum_lanes16(sums[m]));
-        } else {
-            for (int r = 0; r < count; ++r) out[r] = _mm512_reduce_add_ps(sums[m][r]);
-        }
-    }
-}
-
 // R (1..kStreamRows) input rows: y[m * y_stride + n] = x[m] . w[n] for weight rows [n_begin,
 // n_end), each weight row streamed whole before the next, with a software prefetch
 // kStreamPrefetchBytes ahead. Sequential reads beat the tiles' four interleaved weight rows by
@@ -262,7 +248,7 @@ OMNIRT_TARGET_BF16 void bfloat16_rows_stream(const std::uint16_t* x, std::int64_
 #pragma GCC unroll 4
             for (int m = 0; m < R; ++m) sums[m][r] = acc[m];
         }
-        store_group_sums<R>(sums, count, y + n, y_stride);
+        engine::detail::store_group_sums<R>(sums, count, y + n, y_stride);
     }
 }
 
@@ -304,7 +290,7 @@ OMNIRT_TARGET_AVX512 void float_rows_stream(const float* x, std::int64_t x_strid
 #pragma GCC unroll 8
             for (int m = 0; m < R; ++m) sums[m][r] = acc[m];
         }
-        store_group_sums<R>(sums, count, y + n, y_stride);
+        engine::detail::store_group_sums<R>(sums, count, y + n, y_stride);
     }
 }
 
@@ -369,7 +355,7 @@ bool small_batch_linear_supported(at::ScalarType dtype) {
 }
 
 at::Tensor small_batch_linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
-                              LinearKernel kernel) {
+                              LinearKernel kernel, const PackedWeight* packed) {
 #if OMNIRT_HAVE_X86_KERNELS
     const at::ScalarType type = x.scalar_type();
     if (x.dim() != 2 || weight.dim() != 2 || !x.device().is_cpu() || !weight.device().is_cpu() ||
@@ -409,10 +395,17 @@ at::Tensor small_batch_linear(const at::Tensor& x, const at::Tensor& weight, con
                              (kernel == LinearKernel::amx && amx::available());
         if (use_amx && amx::shape_supported(in, out)) {
             // Every row count on the tile unit: one summation order for all.
-            const std::vector<std::uint16_t> packed =
+            const std::vector<std::uint16_t> tile_rows =
                 amx::pack_rows(x_data, input.stride(0), rows, in);
             for_each_chunk(out, [&](std::int64_t n_begin, std::int64_t n_end) {
-                amx::rows_range(packed.data(), rows, w_data, in, n_begin, n_end, y_data, out);
+                amx::rows_range(tile_rows.data(), rows, w_data, in, n_begin, n_end, y_data, out);
+                round_columns(n_begin, n_end);
+            });
+        } else if (packed != nullptr && kernel != LinearKernel::tiles && rows <= kStreamRows &&
+                   packed->out() == out && packed->in() == in) {
+            for_each_chunk(out, [&](std::int64_t n_begin, std::int64_t n_end) {
+                packed_rows_stream(static_cast<int>(rows), x_data, input.stride(0), *packed,
+                                   n_begin, n_end, y_data, out);
                 round_columns(n_begin, n_end);
             });
         } else if (kernel != LinearKernel::tiles && rows <= kStreamRows) {
@@ -462,6 +455,7 @@ at::Tensor small_batch_linear(const at::Tensor& x, const at::Tensor& weight, con
     (void)weight;
     (void)bias;
     (void)kernel;
+    (void)packed;
     return {};
 #endif
 }

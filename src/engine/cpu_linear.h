@@ -27,6 +27,8 @@
 
 #include <cstdint>
 
+#include "engine/cpu_packed_weight.h"
+
 namespace omnirt::engine::cpu {
 
 // bfloat16 rows handled here at most; more rows (prefill) are compute-bound and go to oneDNN's
@@ -44,13 +46,15 @@ inline constexpr std::int64_t kSmallBatchMaxRows = 64;
 enum class LinearKernel { fastest, amx, vector, tiles };
 
 // x [rows, in] (any row stride, unit column stride) times weight [out, in] (contiguous) plus bias
-// [out] when defined, in x's dtype: [rows, out]. Undefined when not handled (see above): other
-// dtypes or devices, x and weight of different dtypes, no rows, bfloat16 rows past
-// kSmallBatchMaxRows, or a
-// CPU without the instructions.
+// [out] when defined, in x's dtype: [rows, out]. `packed`, when given, is weight's
+// PackedWeight::pack(): one to four bfloat16 rows then read it instead of the weight (the same
+// bits, 3/4 of the bytes), unless AMX takes the call or the kernel is `tiles`. Undefined when not
+// handled (see above): other dtypes or devices, x and weight of different dtypes, no rows, bfloat16
+// rows past kSmallBatchMaxRows, or a CPU without the instructions.
 [[nodiscard]] at::Tensor small_batch_linear(const at::Tensor& x, const at::Tensor& weight,
                                             const at::Tensor& bias = {},
-                                            LinearKernel kernel = LinearKernel::fastest);
+                                            LinearKernel kernel = LinearKernel::fastest,
+                                            const PackedWeight* packed = nullptr);
 
 // Whether this CPU runs the kernel of `dtype` (kBFloat16: AVX512-BF16, kFloat: AVX-512F).
 [[nodiscard]] bool small_batch_linear_supported(at::ScalarType dtype);

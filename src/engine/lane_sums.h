@@ -3,6 +3,8 @@
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #include <immintrin.h>
 
+#include <cstdint>
+
 namespace omnirt::engine::detail {
 
 // One vector of the 16 lane sums of s[0..15]: element i is the sum of s[i]'s lanes. A
@@ -30,6 +32,25 @@ namespace omnirt::engine::detail {
         _mm512_add_ps(_mm512_shuffle_ps(e0, e1, 0x44), _mm512_shuffle_ps(e0, e1, 0xEE));
     const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
     return _mm512_permutexvar_ps(order, sums);
+}
+
+// Sums per group of the streaming kernels: one sum_lanes16.
+inline constexpr int kGroupSums = 16;
+
+// y[m * y_stride + r] = the lanes of sums[m][r] added, for R input rows and the `count` (<=
+// kGroupSums) weight rows of a streamed group: a whole group's 16 sums reduced together, a
+// partial one's each as _mm512_reduce_add_ps does (the same bits either way).
+template <int R>
+[[gnu::always_inline, gnu::target("avx512f")]] inline void store_group_sums(
+    __m512 (&sums)[R][kGroupSums], int count, float* y, std::int64_t y_stride) {
+    for (int m = 0; m < R; ++m) {
+        float* out = y + m * y_stride;
+        if (count == kGroupSums) {
+            _mm512_storeu_ps(out, sum_lanes16(sums[m]));
+        } else {
+            for (int r = 0; r < count; ++r) out[r] = _mm512_reduce_add_ps(sums[m][r]);
+        }
+    }
 }
 
 }  // namespace omnirt::engine::detail

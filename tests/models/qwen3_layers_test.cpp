@@ -3,6 +3,8 @@
 // linear path, and MoE routing against a naive dense loop over the experts.
 #include "models/qwen3/layers.h"
 
+#include "models/qwen3/qwen3_weights.h"
+
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
@@ -102,6 +104,42 @@ TEST(Qwen3Layers, ProjectMatchesLinearForEveryRowCount) {
                          at::linear(x.to(at::kFloat), weight.to(at::kFloat), bias.to(at::kFloat)),
                          tolerance);
         }
+    }
+}
+
+// The loader packs the dense bfloat16 matrices for the decode kernels (where the CPU runs them)
+// and not float32 ones; project() and swiglu_mlp() over the packed copies give the same bits.
+TEST(Qwen3Layers, PackedDecodeWeightsGiveTheSameBits) {
+    const Qwen3Config config = testing::tiny_config();
+    const testing::WeightMap source = testing::random_weights(config, 21);
+    auto float32 = load_qwen3_weights(config, testing::lookup_of(source), {.dtype = at::kFloat});
+    ASSERT_TRUE(float32.has_value()) << float32.error().to_string();
+    EXPECT_FALSE(float32->lm_head_packed);
+    EXPECT_FALSE(float32->layers[0].qkv_packed);
+    if (!engine::cpu::PackedWeight::pack(at::zeros({1, 32}, at::kBFloat16))) {
+        GTEST_SKIP() << "no packing here (OMNIRT_CPU_PACK=0, or no AVX512-BF16 / VL)";
+    }
+    auto loaded = load_qwen3_weights(config, testing::lookup_of(source), {.dtype = at::kBFloat16});
+    ASSERT_TRUE(loaded.has_value()) << loaded.error().to_string();
+    ASSERT_TRUE(loaded->lm_head_packed);
+    EXPECT_TRUE(loaded->lm_head_packed->unpack().equal(loaded->lm_head));
+    for (const Qwen3LayerWeights& layer : loaded->layers) {
+        ASSERT_TRUE(layer.qkv_packed && layer.o_packed && layer.gate_up_packed &&
+                    layer.down_packed);
+        EXPECT_TRUE(layer.qkv_packed->unpack().equal(layer.qkv_proj));
+        EXPECT_TRUE(layer.down_packed->unpack().equal(layer.down_proj));
+    }
+    const Qwen3LayerWeights& layer = loaded->layers[0];
+    at::manual_seed(22);
+    for (std::int64_t rows : {1, 2, 3, 4}) {
+        const at::Tensor x = at::randn({rows, config.hidden_size}).to(at::kBFloat16);
+        EXPECT_TRUE(project(x, layer.qkv_proj, {}, layer.qkv_packed.get())
+                        .equal(project(x, layer.qkv_proj)))
+            << rows;
+        EXPECT_TRUE(swiglu_mlp(x, layer.gate_up_proj, layer.down_proj, layer.gate_up_packed.get(),
+                               layer.down_packed.get())
+                        .equal(swiglu_mlp(x, layer.gate_up_proj, layer.down_proj)))
+            << rows;
     }
 }
 

@@ -196,13 +196,15 @@ void rotary_kernel(at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) 
 
 }  // namespace
 
-at::Tensor project(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
+at::Tensor project(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
+                   const engine::cpu::PackedWeight* packed) {
     // Decode rows and float32 prefill rows, and one bfloat16 row: one pass over the weight
     // (engine/cpu_linear.h), where the CPU has the instructions. One float32 row takes BLAS' mv
     // below: the streaming kernel was 1.5x faster on the matrices alone, but inside a decode
     // step no faster (alternating runs, docs/benchmarks.md "Fifth look at batch 1").
     if (x.dim() == 2 && (x.size(0) > 1 || x.scalar_type() == at::kBFloat16)) {
-        at::Tensor out = engine::cpu::small_batch_linear(x, weight, bias);
+        at::Tensor out = engine::cpu::small_batch_linear(
+            x, weight, bias, engine::cpu::LinearKernel::fastest, packed);
         if (out.defined()) return out;
     }
     if (x.dim() == 2 && x.size(0) <= kMaxMatrixVectorRows && x.device().is_cpu() &&
@@ -281,12 +283,14 @@ void apply_rotary(at::Tensor& x, const RotaryTables& tables) {
     x.copy_(x * cos + rotated * sin);
 }
 
-at::Tensor swiglu_mlp(const at::Tensor& x, const at::Tensor& gate_up, const at::Tensor& down) {
-    const at::Tensor projected = project(x, gate_up);
+at::Tensor swiglu_mlp(const at::Tensor& x, const at::Tensor& gate_up, const at::Tensor& down,
+                      const engine::cpu::PackedWeight* gate_up_packed,
+                      const engine::cpu::PackedWeight* down_packed) {
+    const at::Tensor projected = project(x, gate_up, {}, gate_up_packed);
     const std::int64_t intermediate = projected.size(1) / 2;
     at::Tensor activated = at::silu(projected.narrow(1, 0, intermediate));
     activated.mul_(projected.narrow(1, intermediate, intermediate));
-    return project(activated, down);
+    return project(activated, down, {}, down_packed);
 }
 
 ExpertRouting route_tokens(const at::Tensor& x, const at::Tensor& router, int top_k,

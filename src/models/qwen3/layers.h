@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "engine/cpu_packed_weight.h"
 #include "models/qwen3/rotary_embedding.h"
 
 namespace omnirt::models::qwen3 {
@@ -20,8 +21,11 @@ namespace omnirt::models::qwen3 {
 // (the matrix-matrix paths of OpenBLAS and oneDNN read the weight well below the memory
 // bandwidth there). Without the instructions, up to 4 float32 rows take one BLAS
 // matrix-vector product each and one bfloat16 row a vectorized GEMV with float32 sums.
+// `packed` (weight's engine::cpu::PackedWeight, or null): one to four bfloat16 rows read it
+// instead (the same bits, 3/4 of the bytes).
 [[nodiscard]] at::Tensor project(const at::Tensor& x, const at::Tensor& weight,
-                                 const at::Tensor& bias = {});
+                                 const at::Tensor& bias = {},
+                                 const engine::cpu::PackedWeight* packed = nullptr);
 
 // RMSNorm over the last dimension: float32 x * rsqrt(mean(x^2) + eps), cast back to x's dtype,
 // times weight. x may be a strided view (rows of a fused projection); the result is contiguous.
@@ -32,9 +36,11 @@ namespace omnirt::models::qwen3 {
 void apply_rotary(at::Tensor& x, const RotaryTables& tables);
 
 // SwiGLU MLP with fused gate/up rows: down(silu(gate(x)) * up(x)), gate_up [2 * I, hidden] (gate
-// rows first), down [hidden, I].
+// rows first), down [hidden, I]; their packed copies as project() takes them.
 [[nodiscard]] at::Tensor swiglu_mlp(const at::Tensor& x, const at::Tensor& gate_up,
-                                    const at::Tensor& down);
+                                    const at::Tensor& down,
+                                    const engine::cpu::PackedWeight* gate_up_packed = nullptr,
+                                    const engine::cpu::PackedWeight* down_packed = nullptr);
 
 // Qwen3-MoE routing of tokens x [tokens, hidden]: router logits x * router^T, softmax in float32,
 // top-k (largest first), renormalized to sum 1 when norm_topk_prob, cast to x's dtype.

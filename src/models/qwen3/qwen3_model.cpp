@@ -284,7 +284,8 @@ void Qwen3Model::decoder_layer(std::int64_t index, at::Tensor& x, const RotaryTa
     const std::int64_t kv_heads = weights_.shard.kv_heads;
     const double eps = config_.rms_norm_eps;
 
-    const at::Tensor qkv = project(rms_norm(x, w.input_layernorm, eps), w.qkv_proj, w.qkv_bias);
+    const at::Tensor qkv =
+        project(rms_norm(x, w.input_layernorm, eps), w.qkv_proj, w.qkv_bias, w.qkv_packed.get());
     at::Tensor q = rms_norm(qkv.narrow(1, 0, heads * d).view({tokens, heads, d}), w.q_norm, eps);
     at::Tensor k =
         rms_norm(qkv.narrow(1, heads * d, kv_heads * d).view({tokens, kv_heads, d}), w.k_norm, eps);
@@ -303,22 +304,25 @@ void Qwen3Model::decoder_layer(std::int64_t index, at::Tensor& x, const RotaryTa
                              : engine::paged_attention(q, keys, values, batch, scale);
     if (tensor_parallel_) {
         // Row-parallel: partial sums over this rank's heads; the bias joins once, after them.
-        at::Tensor attention = project(attended.view({tokens, heads * d}), w.o_proj);
+        at::Tensor attention =
+            project(attended.view({tokens, heads * d}), w.o_proj, {}, w.o_packed.get());
         reduce(attention);
         if (w.o_bias.defined()) attention.add_(w.o_bias);
         x.add_(attention);
     } else {
-        x.add_(project(attended.view({tokens, heads * d}), w.o_proj, w.o_bias));
+        x.add_(project(attended.view({tokens, heads * d}), w.o_proj, w.o_bias, w.o_packed.get()));
     }
 
     const at::Tensor h = rms_norm(x, w.post_attention_layernorm, eps);
     at::Tensor mlp = w.router.defined() ? moe_mlp(h, w.router, w.expert_gate_up, w.expert_down,
                                                   static_cast<int>(config_.num_experts_per_tok),
                                                   config_.norm_topk_prob)
-                                        : swiglu_mlp(h, w.gate_up_proj, w.down_proj);
+                                        : swiglu_mlp(h, w.gate_up_proj, w.down_proj,
+                                                     w.gate_up_packed.get(), w.down_packed.get());
     if (w.shared_gate_up.defined()) {
         // transformers adds sigmoid(gate(h)) * shared_expert(h) after the routed experts' sum.
-        at::Tensor shared = swiglu_mlp(h, w.shared_gate_up, w.shared_down);
+        at::Tensor shared = swiglu_mlp(h, w.shared_gate_up, w.shared_down,
+                                       w.shared_gate_up_packed.get(), w.shared_down_packed.get());
         shared.mul_(at::sigmoid(project(h, w.shared_gate)));
         mlp.add_(shared);
     }
@@ -334,7 +338,8 @@ at::Tensor Qwen3Model::lm_head(const at::Tensor& hidden) const {
         logits.index_copy_(1, head_row_ids_, project(hidden, head_rows_).to(at::kFloat));
         return logits;
     }
-    at::Tensor logits = project(hidden, weights_.lm_head).to(at::kFloat);
+    at::Tensor logits =
+        project(hidden, weights_.lm_head, {}, weights_.lm_head_packed.get()).to(at::kFloat);
     if (!tensor_parallel_) return logits;
     // Vocabulary-parallel: every rank's rows, padded to the same width, gathered in rank order.
     const Qwen3Shard& shard = weights_.shard;

@@ -220,6 +220,25 @@ Result<Qwen3Shard> qwen3_shard(const Qwen3Config& config, int rank, int size) {
     return shard;
 }
 
+namespace {
+
+// The decode kernels' packed copies (null where PackedWeight::pack declines: not bfloat16 on a
+// CPU with the instructions, or packing off).
+void pack_for_decode(Qwen3Weights& weights) {
+    using engine::cpu::PackedWeight;
+    for (Qwen3LayerWeights& layer : weights.layers) {
+        layer.qkv_packed = PackedWeight::pack(layer.qkv_proj);
+        layer.o_packed = PackedWeight::pack(layer.o_proj);
+        layer.gate_up_packed = PackedWeight::pack(layer.gate_up_proj);
+        layer.down_packed = PackedWeight::pack(layer.down_proj);
+        layer.shared_gate_up_packed = PackedWeight::pack(layer.shared_gate_up);
+        layer.shared_down_packed = PackedWeight::pack(layer.shared_down);
+    }
+    weights.lm_head_packed = PackedWeight::pack(weights.lm_head);
+}
+
+}  // namespace
+
 Result<Qwen3Weights> load_qwen3_weights(const Qwen3Config& config, const WeightLookup& lookup,
                                         const Qwen3WeightOptions& options) {
     OMNI_RETURN_IF_ERROR(validate(config));
@@ -265,6 +284,7 @@ Result<Qwen3Weights> load_qwen3_weights(const Qwen3Config& config, const WeightL
                      loader.get(options.lm_head_name, {config.vocab_size, config.hidden_size},
                                 "vocab_size, hidden_size", vocab));
         }
+        pack_for_decode(weights);
     } catch (const c10::Error& error) {
         return fail(
             ErrorCode::resource_exhausted,

@@ -50,6 +50,7 @@
 
 #include "core/error.h"
 #include "core/tensor.h"
+#include "engine/cpu_packed_weight.h"
 #include "models/qwen3/config.h"
 
 namespace omnirt::models::qwen3 {
@@ -78,6 +79,15 @@ struct Qwen3LayerWeights {
     at::Tensor shared_gate_up;  // [2 * shared_intermediate, hidden]
     at::Tensor shared_down;     // [hidden, shared_intermediate]
     at::Tensor shared_gate;     // [1, hidden]
+    // The decode kernels' 12-bit copies of the dense matrices (engine/cpu_packed_weight.h):
+    // bfloat16 on a CPU that runs them, unless OMNIRT_CPU_PACK=0; null otherwise. The experts
+    // are not packed (their copies would add 0.75x of most of an MoE model's bytes).
+    engine::cpu::PackedWeightPtr qkv_packed;
+    engine::cpu::PackedWeightPtr o_packed;
+    engine::cpu::PackedWeightPtr gate_up_packed;
+    engine::cpu::PackedWeightPtr down_packed;
+    engine::cpu::PackedWeightPtr shared_gate_up_packed;
+    engine::cpu::PackedWeightPtr shared_down_packed;
 };
 
 // The part of the model one tensor-parallel rank holds (everything when size == 1).
@@ -104,6 +114,7 @@ struct Qwen3Weights {
     std::vector<Qwen3LayerWeights> layers;
     at::Tensor norm;
     at::Tensor lm_head;  // the embedding table itself when tie_word_embeddings
+    engine::cpu::PackedWeightPtr lm_head_packed;  // as the layers' packed matrices
     Qwen3Shard shard;
 };
 
