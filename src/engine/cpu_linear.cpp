@@ -401,8 +401,9 @@ at::Tensor small_batch_linear(const at::Tensor& x, const at::Tensor& weight, con
                 amx::rows_range(tile_rows.data(), rows, w_data, in, n_begin, n_end, y_data, out);
                 round_columns(n_begin, n_end);
             });
-        } else if (packed != nullptr && kernel != LinearKernel::tiles && rows <= kStreamRows &&
-                   packed->out() == out && packed->in() == in) {
+        } else if (packed != nullptr && packed->dtype() == at::kBFloat16 &&
+                   kernel != LinearKernel::tiles && rows <= kStreamRows && packed->out() == out &&
+                   packed->in() == in) {
             for_each_chunk(out, [&](std::int64_t n_begin, std::int64_t n_end) {
                 packed_rows_stream(static_cast<int>(rows), x_data, input.stride(0), *packed,
                                    n_begin, n_end, y_data, out);
@@ -426,7 +427,13 @@ at::Tensor small_batch_linear(const at::Tensor& x, const at::Tensor& weight, con
     } else {
         const float* x_data = input.data_ptr<float>();
         const float* w_data = weight.data_ptr<float>();
-        if (kernel != LinearKernel::tiles && rows <= kFloatStreamRows) {
+        if (packed != nullptr && packed->dtype() == at::kFloat && kernel != LinearKernel::tiles &&
+            rows <= kPackedFloatRows && packed->out() == out && packed->in() == in) {
+            for_each_chunk(out, [&](std::int64_t n_begin, std::int64_t n_end) {
+                packed_rows_stream_float(static_cast<int>(rows), x_data, input.stride(0), *packed,
+                                         n_begin, n_end, y_data, out);
+            });
+        } else if (kernel != LinearKernel::tiles && rows <= kFloatStreamRows) {
             const FloatRowsStreamFn stream = kFloatRowsStream[static_cast<std::size_t>(rows - 1)];
             for_each_chunk(out, [&](std::int64_t n_begin, std::int64_t n_end) {
                 stream(x_data, input.stride(0), w_data, in, n_begin, n_end, y_data, out);

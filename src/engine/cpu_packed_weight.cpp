@@ -7,6 +7,7 @@
 #include <ATen/Parallel.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <mutex>
 #include <numeric>
@@ -102,10 +103,39 @@ OMNIRT_TARGET_PACKED [[gnu::always_inline]] inline void row_sums(
     }
 }
 
-template <int R>
-OMNIRT_TARGET_PACKED void rows_stream(const std::uint16_t* x, std::int64_t x_stride,
-                                      const PackedWeight& weight, std::int64_t n_begin,
-                                      std::int64_t n_end, float* y, std::int64_t y_stride) {
+// The float32 counterpart: each block's 32 weights widened in two halves of 16, one FMA
+// accumulator per input row over steps of 16 (the float32 streaming kernel's order).
+template <int R, bool Escapes>
+OMNIRT_TARGET_PACKED [[gnu::always_inline]] inline void row_sums(__m512 (&acc)[R], const float* x,
+                                                                 std::int64_t x_stride,
+                                                                 const std::uint8_t* row,
+                                                                 std::int64_t in, __m256i table,
+                                                                 const std::uint8_t* escape) {
+#pragma GCC unroll 8
+    for (int m = 0; m < R; ++m) acc[m] = _mm512_setzero_ps();
+    const std::uint8_t* block = row;
+    for (std::int64_t k = 0; k < in; k += kB, block += PackedWeight::kBlockBytes) {
+        _mm_prefetch(reinterpret_cast<const char*>(block) + kPrefetchBytes, _MM_HINT_T0);
+        const __m512i weights = decode<Escapes>(block, table, escape);
+        const __m512 first = _mm512_castsi512_ps(
+            _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(weights)), 16));
+        const __m512 second = _mm512_castsi512_ps(
+            _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(weights, 1)), 16));
+#pragma GCC unroll 8
+        for (int m = 0; m < R; ++m) {
+            acc[m] = _mm512_fmadd_ps(_mm512_loadu_ps(x + m * x_stride + k), first, acc[m]);
+        }
+#pragma GCC unroll 8
+        for (int m = 0; m < R; ++m) {
+            acc[m] = _mm512_fmadd_ps(_mm512_loadu_ps(x + m * x_stride + k + 16), second, acc[m]);
+        }
+    }
+}
+
+template <class T, int R>
+OMNIRT_TARGET_PACKED void rows_stream(const T* x, std::int64_t x_stride, const PackedWeight& weight,
+                                      std::int64_t n_begin, std::int64_t n_end, float* y,
+                                      std::int64_t y_stride) {
     constexpr int kGroup = detail::kGroupSums;
     const __m256i table = _mm256_broadcastsi128_si256(
         _mm_loadu_si128(reinterpret_cast<const __m128i*>(weight.table().data())));
@@ -122,10 +152,20 @@ OMNIRT_TARGET_PACKED void rows_stream(const std::uint16_t* x, std::int64_t x_str
             } else {
                 row_sums<R, true>(acc, x, x_stride, weight.row(n + r), in, table, escape);
             }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
             for (int m = 0; m < R; ++m) sums[m][r] = acc[m];
         }
         detail::store_group_sums<R>(sums, count, y + n, y_stride);
+    }
+}
+
+// rows_stream<T, rows> for rows in 1..Max.
+template <class T, int Max, int R = 1>
+void dispatch(int rows, const T* x, std::int64_t x_stride, const PackedWeight& weight,
+              std::int64_t n_begin, std::int64_t n_end, float* y, std::int64_t y_stride) {
+    if (rows == R) return rows_stream<T, R>(x, x_stride, weight, n_begin, n_end, y, y_stride);
+    if constexpr (R < Max) {
+        dispatch<T, Max, R + 1>(rows, x, x_stride, weight, n_begin, n_end, y, y_stride);
     }
 }
 
@@ -157,6 +197,15 @@ std::pair<std::array<std::uint8_t, 16>, std::int64_t> choose_table(const std::ui
     return {table, count - covered};
 }
 
+// bfloat16 bits as the float32 values they are (exact, NaN payloads kept).
+at::Tensor widen(const at::Tensor& bfloat16) {
+    at::Tensor wide = at::empty(bfloat16.sizes(), at::TensorOptions().dtype(at::kFloat));
+    const auto* from = reinterpret_cast<const std::uint16_t*>(bfloat16.data_ptr());
+    auto* to = reinterpret_cast<std::uint32_t*>(wide.data_ptr());
+    for (std::int64_t i = 0; i < bfloat16.numel(); ++i) to[i] = std::uint32_t{from[i]} << 16;
+    return wide;
+}
+
 }  // namespace
 
 bool packing_enabled() {
@@ -174,14 +223,34 @@ std::int64_t PackedWeight::bytes() const {
 
 std::shared_ptr<const PackedWeight> PackedWeight::pack(const at::Tensor& weight) {
     if (!packing_enabled() || !instructions_present() || !weight.defined() || weight.dim() != 2 ||
-        !weight.device().is_cpu() || weight.scalar_type() != at::kBFloat16 || weight.size(0) < 1 ||
-        weight.size(1) < 1 || weight.size(1) % kB != 0) {
+        !weight.device().is_cpu() ||
+        (weight.scalar_type() != at::kBFloat16 && weight.scalar_type() != at::kFloat) ||
+        weight.size(0) < 1 || weight.size(1) < 1 || weight.size(1) % kB != 0) {
         return nullptr;
     }
     const at::Tensor source = weight.contiguous();
-    const auto* w = reinterpret_cast<const std::uint16_t*>(source.data_ptr());
     const std::int64_t out = source.size(0);
     const std::int64_t in = source.size(1);
+    // The bfloat16 bits: the weight's own, or a float32 weight's upper halves where every lower
+    // half is zero (a bfloat16 checkpoint loaded as float32).
+    at::Tensor halves = source;
+    if (source.scalar_type() == at::kFloat) {
+        halves = at::empty({out, in}, at::TensorOptions().dtype(at::kShort));
+        const auto* bits = reinterpret_cast<const std::uint32_t*>(source.data_ptr());
+        auto* high = reinterpret_cast<std::uint16_t*>(halves.data_ptr());
+        std::atomic<bool> exact{true};
+        at::parallel_for(0, out * in, std::int64_t{1} << 20,
+                         [&](std::int64_t begin, std::int64_t end) {
+                             std::uint32_t low = 0;
+                             for (std::int64_t i = begin; i < end; ++i) {
+                                 low |= bits[i] & 0xFFFFu;
+                                 high[i] = static_cast<std::uint16_t>(bits[i] >> 16);
+                             }
+                             if (low != 0) exact = false;
+                         });
+        if (!exact) return nullptr;
+    }
+    const auto* w = reinterpret_cast<const std::uint16_t*>(halves.data_ptr());
     const auto [table, escaping] = choose_table(w, out * in);
     if (escaping * kMaxEscapeShare > out * in) return nullptr;
 
@@ -190,6 +259,7 @@ std::shared_ptr<const PackedWeight> PackedWeight::pack(const at::Tensor& weight)
     for (std::size_t i = 0; i < kEscapeCode; ++i) code_of[table[i]] = static_cast<std::uint8_t>(i);
 
     std::shared_ptr<PackedWeight> packed(new PackedWeight());
+    packed->dtype_ = source.scalar_type();
     packed->out_ = out;
     packed->in_ = in;
     packed->table_ = table;
@@ -245,34 +315,29 @@ at::Tensor PackedWeight::unpack() const {
             }
         }
     }
-    return weight;
+    return dtype_ == at::kFloat ? widen(weight) : weight;
 }
 
 void packed_rows_stream(int rows, const std::uint16_t* x, std::int64_t x_stride,
                         const PackedWeight& weight, std::int64_t n_begin, std::int64_t n_end,
                         float* y, std::int64_t y_stride) {
 #if OMNIRT_HAVE_PACKED_KERNEL
-    switch (rows) {
-        case 1:
-            return rows_stream<1>(x, x_stride, weight, n_begin, n_end, y, y_stride);
-        case 2:
-            return rows_stream<2>(x, x_stride, weight, n_begin, n_end, y, y_stride);
-        case 3:
-            return rows_stream<3>(x, x_stride, weight, n_begin, n_end, y, y_stride);
-        case 4:
-            return rows_stream<4>(x, x_stride, weight, n_begin, n_end, y, y_stride);
-        default:
-            break;
-    }
+    dispatch<std::uint16_t, 4>(rows, x, x_stride, weight, n_begin, n_end, y, y_stride);
+#else
+    (void)rows, (void)x, (void)x_stride, (void)weight, (void)n_begin, (void)n_end, (void)y,
+        (void)y_stride;
 #endif
-    (void)rows;
-    (void)x;
-    (void)x_stride;
-    (void)weight;
-    (void)n_begin;
-    (void)n_end;
-    (void)y;
-    (void)y_stride;
+}
+
+void packed_rows_stream_float(int rows, const float* x, std::int64_t x_stride,
+                              const PackedWeight& weight, std::int64_t n_begin, std::int64_t n_end,
+                              float* y, std::int64_t y_stride) {
+#if OMNIRT_HAVE_PACKED_KERNEL
+    dispatch<float, kPackedFloatRows>(rows, x, x_stride, weight, n_begin, n_end, y, y_stride);
+#else
+    (void)rows, (void)x, (void)x_stride, (void)weight, (void)n_begin, (void)n_end, (void)y,
+        (void)y_stride;
+#endif
 }
 
 }  // namespace omnirt::engine::cpu

@@ -33,16 +33,21 @@ class PackedWeight {
     static constexpr std::int64_t kBlockBytes = 48;
     static constexpr std::uint8_t kEscapeCode = 15;
 
-    // The packed copy of a bfloat16 [out, in] weight on the CPU (any strides), or nullptr where
-    // the decode kernels would not take it: another dtype or device, in not a multiple of 32,
+    // The packed copy of a bfloat16 [out, in] weight on the CPU (any strides), or of a float32 one
+    // whose every value is a bfloat16 (the lower 16 bits zero: a bfloat16 checkpoint served in
+    // float32, read at 1.5 bytes a weight instead of 4), or nullptr where the decode kernels
+    // would not take it: another dtype or device, a float32 value that is not a bfloat16, in not
+    // a multiple of 32,
     // no rows, a CPU without AVX512-BF16 / AVX512-BW / AVX512-VL, packing switched off
     // (packing_enabled()), or more than 1 weight in 256 escaping the table (the kernel's slow
     // path would cost more than the bytes saved).
     [[nodiscard]] static std::shared_ptr<const PackedWeight> pack(const at::Tensor& weight);
 
-    // The bfloat16 [out, in] weight back, bit for bit (tests and benchmarks check the packing).
+    // The [out, in] weight back in its dtype, bit for bit (tests and benchmarks check the
+    // packing).
     [[nodiscard]] at::Tensor unpack() const;
 
+    [[nodiscard]] at::ScalarType dtype() const { return dtype_; }
     [[nodiscard]] std::int64_t out() const { return out_; }
     [[nodiscard]] std::int64_t in() const { return in_; }
     // Bytes held (blocks, escape offsets and escapes).
@@ -65,6 +70,7 @@ class PackedWeight {
   private:
     PackedWeight() = default;
 
+    at::ScalarType dtype_ = at::kBFloat16;
     std::int64_t out_ = 0;
     std::int64_t in_ = 0;
     std::array<std::uint8_t, 16> table_{};
@@ -81,10 +87,18 @@ using PackedWeightPtr = std::shared_ptr<const PackedWeight>;
 [[nodiscard]] bool packing_enabled();
 
 // y[m * y_stride + n] = x[m] . weight[n] for R (1..4) bfloat16 input rows and weight rows
-// [n_begin, n_end), float32 sums in the order of the bfloat16 streaming kernel (the same bits).
-// Called by small_batch_linear; needs the instructions pack() checked.
+// [n_begin, n_end) of a bfloat16 weight's packing, float32 sums in the order of the bfloat16
+// streaming kernel (the same bits). Called by small_batch_linear; needs the instructions pack()
+// checked.
 void packed_rows_stream(int rows, const std::uint16_t* x, std::int64_t x_stride,
                         const PackedWeight& weight, std::int64_t n_begin, std::int64_t n_end,
                         float* y, std::int64_t y_stride);
+
+// The float32 counterpart (R 1..kPackedFloatRows, a float32 weight's packing): FMA over steps
+// of 16 with one accumulator per output, the order of the float32 tiles and streaming kernel.
+inline constexpr int kPackedFloatRows = 8;
+void packed_rows_stream_float(int rows, const float* x, std::int64_t x_stride,
+                              const PackedWeight& weight, std::int64_t n_begin, std::int64_t n_end,
+                              float* y, std::int64_t y_stride);
 
 }  // namespace omnirt::engine::cpu

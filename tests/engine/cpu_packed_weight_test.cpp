@@ -97,6 +97,47 @@ TEST_F(PackedWeightTest, OneToFourRowsGiveTheBfloat16KernelsBits) {
     }
 }
 
+// A float32 weight of bfloat16 values (a bfloat16 checkpoint served in float32) packs too: its
+// values come back, and one to eight float32 rows give the bits of the float32 kernels (the
+// streaming kernel up to four rows, the tiles at every count).
+TEST_F(PackedWeightTest, Float32WeightsOfBfloat16ValuesGiveTheFloat32KernelsBits) {
+    at::manual_seed(16);
+    const std::vector<std::uint16_t> specials = {0x0001, 0x8000, 0x4B00, 0x0080, 0xC2F7, 0x7FC0};
+    for (const std::int64_t in : {32, 3072}) {
+        for (const std::int64_t out : {1, 17, 300}) {
+            const std::vector<std::uint16_t> some(
+                specials.begin(), specials.begin() + std::min<std::int64_t>(6, out * in / 512));
+            const at::Tensor weight = weight_with(out, in, some, 41).to(at::kFloat);
+            const PackedWeightPtr packed = PackedWeight::pack(weight);
+            ASSERT_TRUE(packed) << out << " x " << in;
+            EXPECT_EQ(packed->dtype(), at::kFloat);
+            const at::Tensor back = packed->unpack();
+            EXPECT_EQ(back.scalar_type(), at::kFloat);
+            EXPECT_TRUE(back.view(at::kInt).equal(weight.view(at::kInt)));
+            const at::Tensor x = at::randn({32, in});
+            const at::Tensor batch = small_batch_linear(x, weight, {}, LinearKernel::tiles);
+            for (std::int64_t rows = 1; rows <= kPackedFloatRows; ++rows) {
+                const at::Tensor few = x.narrow(0, 2, rows);
+                const at::Tensor from_packed =
+                    small_batch_linear(few, weight, {}, LinearKernel::vector, packed.get());
+                ASSERT_TRUE(from_packed.defined());
+                EXPECT_TRUE(
+                    from_packed.view(at::kInt).equal(batch.narrow(0, 2, rows).view(at::kInt)))
+                    << rows << " rows, " << out << " x " << in;
+                if (rows <= 4) {
+                    EXPECT_TRUE(from_packed.view(at::kInt).equal(
+                        small_batch_linear(few, weight, {}, LinearKernel::vector).view(at::kInt)))
+                        << rows << " rows against the streaming kernel";
+                }
+            }
+        }
+    }
+    // One value that is not a bfloat16: not packed.
+    at::Tensor inexact = (at::randn({16, 64}) * 0.02).to(at::kBFloat16).to(at::kFloat);
+    inexact[3][5] = 0.1f;
+    EXPECT_FALSE(PackedWeight::pack(inexact));
+}
+
 // A strided view packs as its values (the packing reads a contiguous copy).
 TEST_F(PackedWeightTest, AStridedViewPacksItsValues) {
     at::manual_seed(13);

@@ -107,8 +107,9 @@ TEST(Qwen3Layers, ProjectMatchesLinearForEveryRowCount) {
     }
 }
 
-// The loader packs the dense bfloat16 matrices for the decode kernels (where the CPU runs them)
-// and not float32 ones; project() and swiglu_mlp() over the packed copies give the same bits.
+// The loader packs the dense bfloat16 matrices for the decode kernels (where the CPU runs them),
+// float32 ones only when their values are bfloat16s; project() and swiglu_mlp() over the packed
+// copies give the same bits.
 TEST(Qwen3Layers, PackedDecodeWeightsGiveTheSameBits) {
     const Qwen3Config config = testing::tiny_config();
     const testing::WeightMap source = testing::random_weights(config, 21);
@@ -129,6 +130,15 @@ TEST(Qwen3Layers, PackedDecodeWeightsGiveTheSameBits) {
         EXPECT_TRUE(layer.qkv_packed->unpack().equal(layer.qkv_proj));
         EXPECT_TRUE(layer.down_packed->unpack().equal(layer.down_proj));
     }
+    // float32 weights of bfloat16 values (a bfloat16 checkpoint served in float32).
+    testing::WeightMap rounded = source;
+    for (auto& [name, value] : rounded) value = value.to(at::kBFloat16).to(at::kFloat);
+    auto widened = load_qwen3_weights(config, testing::lookup_of(rounded), {.dtype = at::kFloat});
+    ASSERT_TRUE(widened.has_value()) << widened.error().to_string();
+    ASSERT_TRUE(widened->lm_head_packed);
+    EXPECT_EQ(widened->lm_head_packed->dtype(), at::kFloat);
+    const Qwen3LayerWeights& wide = widened->layers[0];
+    ASSERT_TRUE(wide.qkv_packed);
     const Qwen3LayerWeights& layer = loaded->layers[0];
     at::manual_seed(22);
     for (std::int64_t rows : {1, 2, 3, 4}) {
@@ -136,6 +146,15 @@ TEST(Qwen3Layers, PackedDecodeWeightsGiveTheSameBits) {
         EXPECT_TRUE(project(x, layer.qkv_proj, {}, layer.qkv_packed.get())
                         .equal(project(x, layer.qkv_proj)))
             << rows;
+        const at::Tensor x32 = x.to(at::kFloat);
+        // One float32 row of a packed weight takes the streaming order, an unpacked one BLAS'
+        // mv: the same values to float32 rounding, the same bits from two rows on.
+        const at::Tensor packed32 = project(x32, wide.qkv_proj, {}, wide.qkv_packed.get());
+        if (rows == 1) {
+            expect_close(packed32, project(x32, wide.qkv_proj), 1e-5);
+        } else {
+            EXPECT_TRUE(packed32.equal(project(x32, wide.qkv_proj))) << rows;
+        }
         EXPECT_TRUE(swiglu_mlp(x, layer.gate_up_proj, layer.down_proj, layer.gate_up_packed.get(),
                                layer.down_packed.get())
                         .equal(swiglu_mlp(x, layer.gate_up_proj, layer.down_proj)))

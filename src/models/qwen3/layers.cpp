@@ -199,10 +199,11 @@ void rotary_kernel(at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) 
 at::Tensor project(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
                    const engine::cpu::PackedWeight* packed) {
     // Decode rows and float32 prefill rows, and one bfloat16 row: one pass over the weight
-    // (engine/cpu_linear.h), where the CPU has the instructions. One float32 row takes BLAS' mv
-    // below: the streaming kernel was 1.5x faster on the matrices alone, but inside a decode
-    // step no faster (alternating runs, docs/benchmarks.md "Fifth look at batch 1").
-    if (x.dim() == 2 && (x.size(0) > 1 || x.scalar_type() == at::kBFloat16)) {
+    // (engine/cpu_linear.h), where the CPU has the instructions. One float32 row of an unpacked
+    // weight takes BLAS' mv below: the streaming kernel was 1.5x faster on the matrices alone,
+    // but inside a decode step no faster (alternating runs, docs/benchmarks.md "Fifth look at
+    // batch 1"); a packed one (bfloat16 values) reads 1.5 bytes a weight instead of 4.
+    if (x.dim() == 2 && (x.size(0) > 1 || x.scalar_type() == at::kBFloat16 || packed != nullptr)) {
         at::Tensor out = engine::cpu::small_batch_linear(
             x, weight, bias, engine::cpu::LinearKernel::fastest, packed);
         if (out.defined()) return out;
