@@ -9,8 +9,12 @@
 //                       [--threads N] [--repeats N]
 //
 // Per row count: the median and best time of one pass over the set (every layer's q, k, v, o,
-// gate, up and down projections and the lm_head, as one decode step reads them), both paths,
-// their ratio, and the weight read rate of the faster.
+// gate, up and down projections and the lm_head, as one decode step reads them) for each path,
+// the library against the first path, and the rate of the fastest over the unpacked bytes. The
+// weights are bfloat16 values in either dtype (as a bfloat16 checkpoint gives them), so both
+// dtypes also run the engine's packed copies ("packed": engine/cpu_packed_weight.h, 12 bits a
+// weight; the kernel takes them up to 4 bfloat16 / 8 float32 rows, more rows read the weight),
+// where the CPU packs.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
@@ -85,7 +89,8 @@ int main(int argc, char** argv) {
     std::vector<at::Tensor> weights;
     double bytes = 0;
     auto add = [&](std::int64_t out, std::int64_t in) {
-        weights.push_back((at::randn({out, in}) * 0.02).to(dtype));
+        // bfloat16 values in either dtype, as a bfloat16 checkpoint gives them.
+        weights.push_back((at::randn({out, in}) * 0.02).to(at::kBFloat16).to(dtype));
         bytes += static_cast<double>(weights.back().nbytes());
     };
     for (std::int64_t layer = 0; layer < s.layers; ++layer) {
@@ -108,13 +113,20 @@ int main(int argc, char** argv) {
     // tiles); float32 the kernel as the engine calls it and the tiles alone; the library
     // (at::linear; for float32 also one at::mv per row, what the engine's one float32 row takes).
     using omnirt::engine::cpu::LinearKernel;
-    enum class Via { kernel, linear, mv };
+    enum class Via { kernel, packed, linear, mv };
     struct Path {
         const char* name;
         Via via;
         LinearKernel kernel;
     };
     std::vector<Path> paths;
+    // The engine's packed copies (engine/cpu_packed_weight.h), where this CPU packs.
+    std::vector<omnirt::engine::cpu::PackedWeightPtr> packed;
+    for (const at::Tensor& w : weights)
+        packed.push_back(omnirt::engine::cpu::PackedWeight::pack(w));
+    const bool all_packed =
+        std::all_of(packed.begin(), packed.end(), [](const auto& p) { return p != nullptr; });
+    if (all_packed) paths.push_back({"packed", Via::packed, LinearKernel::vector});
     if (dtype == at::kBFloat16) {
         paths.push_back({"amx", Via::kernel, LinearKernel::amx});
         paths.push_back({"avx512", Via::kernel, LinearKernel::vector});
@@ -134,7 +146,8 @@ int main(int argc, char** argv) {
             for (std::size_t p = 0; p < paths.size(); ++p) {
                 if (paths[p].via == Via::mv && rows > 4) continue;  // a row at a time: slow
                 const auto start = std::chrono::steady_clock::now();
-                for (const at::Tensor& w : weights) {
+                for (std::size_t i = 0; i < weights.size(); ++i) {
+                    const at::Tensor& w = weights[i];
                     const at::Tensor input = x.narrow(1, 0, w.size(1));
                     at::Tensor y;
                     if (paths[p].via == Via::linear) {
@@ -145,6 +158,9 @@ int main(int argc, char** argv) {
                             at::Tensor out_row = y[row];
                             at::mv_out(out_row, w, input[row]);
                         }
+                    } else if (paths[p].via == Via::packed) {
+                        y = omnirt::engine::cpu::small_batch_linear(input, w, {}, paths[p].kernel,
+                                                                    packed[i].get());
                     } else {
                         y = omnirt::engine::cpu::small_batch_linear(input, w, {}, paths[p].kernel);
                     }
