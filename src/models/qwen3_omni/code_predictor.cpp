@@ -29,6 +29,7 @@ Result<std::unique_ptr<CodePredictor>> CodePredictor::create(const TalkerConfig&
     const std::int64_t hidden = config.predictor.hidden_size;
     weights.codec_embedding.push_back(weights.decoder.embed_tokens);
     weights.lm_head.push_back(weights.decoder.lm_head);
+    weights.lm_head_packed.push_back(weights.decoder.lm_head_packed);
     for (std::int64_t g = 1; g < config.residual_codes(); ++g) {
         const std::string index = std::to_string(g);
         OMNI_TRY(at::Tensor embedding, reader.get("model.codec_embedding." + index + ".weight",
@@ -36,6 +37,7 @@ Result<std::unique_ptr<CodePredictor>> CodePredictor::create(const TalkerConfig&
         OMNI_TRY(at::Tensor head, reader.get("lm_head." + index + ".weight", {vocab, hidden},
                                              "vocab_size, hidden_size"));
         weights.codec_embedding.push_back(std::move(embedding));
+        weights.lm_head_packed.push_back(engine::cpu::PackedWeight::pack(head));
         weights.lm_head.push_back(std::move(head));
     }
     if (talker_codec_embedding.dim() != 2 || talker_codec_embedding.size(1) != hidden) {
@@ -101,7 +103,8 @@ Result<at::Tensor> CodePredictor::begin_frame(const at::Tensor& hidden,
         const at::Tensor first = hidden.to(device_, dtype_);
         const at::Tensor second = talker_codec_embedding_.index_select(0, ids_tensor(tokens));
         const at::Tensor last = run(at::stack({first, second}, 1), 0);
-        return qwen3::project(last, weights_.lm_head[0]).to(at::kFloat);
+        return qwen3::project(last, weights_.lm_head[0], {}, weights_.lm_head_packed[0].get())
+            .to(at::kFloat);
     } catch (const c10::Error& error) {
         end_frame();
         return fail(ErrorCode::internal,
@@ -130,7 +133,8 @@ Result<at::Tensor> CodePredictor::next(int depth, std::span<const std::int32_t> 
         const at::Tensor x =
             weights_.codec_embedding[index].index_select(0, ids_tensor(previous)).unsqueeze(1);
         const at::Tensor last = run(x, length_);
-        return qwen3::project(last, weights_.lm_head[static_cast<std::size_t>(depth)])
+        const auto head = static_cast<std::size_t>(depth);
+        return qwen3::project(last, weights_.lm_head[head], {}, weights_.lm_head_packed[head].get())
             .to(at::kFloat);
     } catch (const c10::Error& error) {
         end_frame();
@@ -176,7 +180,7 @@ at::Tensor CodePredictor::run(at::Tensor x, std::int64_t position) {
     for (std::size_t layer = 0; layer < weights_.decoder.layers.size(); ++layer) {
         const qwen3::Qwen3LayerWeights& w = weights_.decoder.layers[layer];
         const at::Tensor normed = qwen3::rms_norm(h, w.input_layernorm, eps);
-        const at::Tensor qkv = qwen3::project(normed, w.qkv_proj);
+        const at::Tensor qkv = qwen3::project(normed, w.qkv_proj, {}, w.qkv_packed.get());
         at::Tensor q =
             qwen3::rms_norm(qkv.narrow(1, 0, heads * d).reshape({-1, heads, d}), w.q_norm, eps);
         at::Tensor k = qwen3::rms_norm(
@@ -211,9 +215,10 @@ at::Tensor CodePredictor::run(at::Tensor x, std::int64_t position) {
         attended = attended.view({rows, kv_heads, group, steps, d})
                        .permute({0, 3, 1, 2, 4})
                        .reshape({rows * steps, heads * d});
-        h.add_(qwen3::project(attended, w.o_proj));
+        h.add_(qwen3::project(attended, w.o_proj, {}, w.o_packed.get()));
         const at::Tensor post = qwen3::rms_norm(h, w.post_attention_layernorm, eps);
-        h.add_(qwen3::swiglu_mlp(post, w.gate_up_proj, w.down_proj));
+        h.add_(qwen3::swiglu_mlp(post, w.gate_up_proj, w.down_proj, w.gate_up_packed.get(),
+                                 w.down_packed.get()));
     }
     length_ = end;
     const at::Tensor last = h.view({rows, steps, hidden}).select(1, steps - 1);

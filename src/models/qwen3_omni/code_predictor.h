@@ -37,6 +37,9 @@ struct CodePredictorWeights {
     qwen3::Qwen3Weights decoder;              // layers and norm (embed / head: group 0's)
     std::vector<at::Tensor> codec_embedding;  // [residual codes][vocab, hidden]
     std::vector<at::Tensor> lm_head;          // [residual codes][vocab, hidden]
+    // The heads' packed copies for the decode kernels (null entries where not packed; the
+    // decoder's layers carry their own, qwen3_weights.h).
+    std::vector<engine::cpu::PackedWeightPtr> lm_head_packed;
 };
 
 class CodePredictor final : public engine::DepthModel {

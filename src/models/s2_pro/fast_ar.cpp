@@ -92,6 +92,10 @@ Result<std::unique_ptr<FastAr>> FastAr::create(const S2ProConfig& config,
             OMNI_TRY(w.down,
                      loader.get(layer + "feed_forward.w2.weight", {c.dim, c.intermediate_size}));
             w.gate_up = at::cat({w1, w3}).contiguous();
+            w.wqkv_packed = engine::cpu::PackedWeight::pack(w.wqkv);
+            w.wo_packed = engine::cpu::PackedWeight::pack(w.wo);
+            w.gate_up_packed = engine::cpu::PackedWeight::pack(w.gate_up);
+            w.down_packed = engine::cpu::PackedWeight::pack(w.down);
             weights.layers.push_back(std::move(w));
         }
         OMNI_TRY(weights.norm, loader.get("norm.weight", {c.dim}));
@@ -100,6 +104,7 @@ Result<std::unique_ptr<FastAr>> FastAr::create(const S2ProConfig& config,
         } else {
             OMNI_TRY(weights.output, loader.get("output.weight", {c.vocab_size, c.dim}));
         }
+        weights.output_packed = engine::cpu::PackedWeight::pack(weights.output);
     } catch (const c10::Error& error) {
         return fail(ErrorCode::resource_exhausted,
                     std::string(kWho) + ": cannot load: " + error.what_without_backtrace());
@@ -177,7 +182,8 @@ Result<at::Tensor> FastAr::next(int depth, std::span<const std::int32_t> previou
     OMNI_TRY(at::Tensor ids, codes_tensor(previous));
     try {
         const at::Tensor last = step(weights_.embeddings.index_select(0, ids));
-        return qwen3::project(last, weights_.output).to(at::kFloat);
+        return qwen3::project(last, weights_.output, {}, weights_.output_packed.get())
+            .to(at::kFloat);
     } catch (const c10::Error& error) {
         end_frame();
         return fail(ErrorCode::internal, std::string(kWho) + ": " + error.what_without_backtrace());
@@ -207,8 +213,8 @@ at::Tensor FastAr::step(at::Tensor x) {
     at::Tensor h = x.contiguous().clone();
     for (std::size_t l = 0; l < weights_.layers.size(); ++l) {
         const FastArLayer& w = weights_.layers[l];
-        const at::Tensor qkv =
-            qwen3::project(qwen3::rms_norm(h, w.attention_norm, c.norm_eps), w.wqkv);
+        const at::Tensor qkv = qwen3::project(qwen3::rms_norm(h, w.attention_norm, c.norm_eps),
+                                              w.wqkv, {}, w.wqkv_packed.get());
         at::Tensor q = qkv.narrow(1, 0, heads * d).reshape({rows, heads, d}).contiguous();
         at::Tensor k = qkv.narrow(1, heads * d, kv_heads * d).reshape({rows, kv_heads, d});
         k = k.contiguous();
@@ -226,8 +232,9 @@ at::Tensor FastAr::step(at::Tensor x) {
         const at::Tensor scores = at::matmul(queries, keys.transpose(2, 3)).mul_(scale);
         const at::Tensor attended =
             at::matmul(at::softmax(scores, -1), vals).reshape({rows, heads * d}).to(dtype_);
-        h.add_(qwen3::project(attended, w.wo));
-        h.add_(qwen3::swiglu_mlp(qwen3::rms_norm(h, w.ffn_norm, c.norm_eps), w.gate_up, w.down));
+        h.add_(qwen3::project(attended, w.wo, {}, w.wo_packed.get()));
+        h.add_(qwen3::swiglu_mlp(qwen3::rms_norm(h, w.ffn_norm, c.norm_eps), w.gate_up, w.down,
+                                 w.gate_up_packed.get(), w.down_packed.get()));
     }
     length_ = end;
     return qwen3::rms_norm(h, weights_.norm, c.norm_eps);

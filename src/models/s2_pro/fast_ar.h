@@ -40,6 +40,11 @@ struct FastArLayer {
     at::Tensor ffn_norm;
     at::Tensor gate_up;  // [2 I, dim]: w1 rows, then w3 rows
     at::Tensor down;     // w2
+    // The decode kernels' packed copies (engine/cpu_packed_weight.h; null where not packed).
+    engine::cpu::PackedWeightPtr wqkv_packed;
+    engine::cpu::PackedWeightPtr wo_packed;
+    engine::cpu::PackedWeightPtr gate_up_packed;
+    engine::cpu::PackedWeightPtr down_packed;
 };
 
 struct FastArWeights {
@@ -47,6 +52,7 @@ struct FastArWeights {
     std::vector<FastArLayer> layers;
     at::Tensor norm;
     at::Tensor output;  // [codebook_size, dim]
+    engine::cpu::PackedWeightPtr output_packed;
 };
 
 class FastAr final : public engine::DepthModel {
