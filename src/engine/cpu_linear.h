@@ -47,8 +47,9 @@ enum class LinearKernel { fastest, amx, vector, tiles };
 
 // x [rows, in] (any row stride, unit column stride) times weight [out, in] (contiguous) plus bias
 // [out] when defined, in x's dtype: [rows, out]. `packed`, when given, is weight's
-// PackedWeight::pack(): one to four bfloat16 rows then read it instead of the weight (the same
-// bits, 3/4 of the bytes), unless AMX takes the call or the kernel is `tiles`. Undefined when not
+// PackedWeight::pack(): one to four bfloat16 rows, or one to kPackedFloatRows float32 rows, then
+// read it instead of the weight (the same bits; 12 bits a weight), unless AMX takes the call or
+// the kernel is `tiles`. A packing of another shape or dtype is ignored. Undefined when not
 // handled (see above): other dtypes or devices, x and weight of different dtypes, no rows, bfloat16
 // rows past kSmallBatchMaxRows, or a CPU without the instructions.
 [[nodiscard]] at::Tensor small_batch_linear(const at::Tensor& x, const at::Tensor& weight,
