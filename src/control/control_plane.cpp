@@ -4,6 +4,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 #include <atomic>
+#include <cerrno>
 
 #include <condition_variable>
 #include <deque>
@@ -11,6 +12,8 @@
 #include <mutex>
 #include <thread>
 #include <zmq.hpp>
+
+#include "control/ports.h"
 
 namespace omnirt::control {
 namespace {
@@ -313,7 +316,12 @@ Result<std::string> bind_socket(zmq::socket_t& socket, const std::string& endpoi
     try {
         socket.bind(endpoint);
     } catch (const zmq::error_t& e) {
-        return fail(ErrorCode::unavailable, "cannot bind " + endpoint + ": " + e.what());
+        std::string message = "cannot bind " + endpoint + ": " + e.what();
+        if (e.num() == EADDRINUSE) {
+            const std::string hint = ephemeral_port_hint(endpoint, ephemeral_port_range());
+            if (!hint.empty()) message += " (" + hint + ")";
+        }
+        return fail(ErrorCode::unavailable, message);
     }
     constexpr std::string_view kIpc = "ipc://";
     if (endpoint.starts_with(kIpc)) bound_ipc_paths.push_back(endpoint.substr(kIpc.size()));

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "config/load.h"
+#include "control/ports.h"
 #include "runner/node_agent.h"
 #include "runner/node_hub.h"
 #include "support/command.h"
@@ -34,11 +35,16 @@ inline bool port_free(const char* address, int port) {
     return ok;
 }
 
-// A base port with six endpoints of the head (base..base+5) and node 1's two free.
+// A base port with six endpoints of the head (base..base+5) and node 1's two free, below the
+// host's ephemeral range: a port inside it can be taken by any outgoing connection's local end
+// between two binds (a restarted stage binding its port again).
 inline int free_base_port() {
     std::mt19937 random(static_cast<unsigned>(::getpid()) ^ std::random_device{}());
+    const auto ephemeral = control::ephemeral_port_range();
+    const int top = ephemeral && ephemeral->first > 12000 ? ephemeral->first : 32768;
+    const int slots = (top - 10000) / 10 - 1;
     for (int attempt = 0; attempt < 200; ++attempt) {
-        int base = 20000 + static_cast<int>(random() % 4000) * 10;
+        int base = 10000 + static_cast<int>(random() % static_cast<unsigned>(slots)) * 10;
         bool ok = port_free("127.0.0.2", base) && port_free("127.0.0.2", base + 1);
         for (int port = base; ok && port < base + 6; ++port) ok = port_free("127.0.0.1", port);
         if (ok) return base;
