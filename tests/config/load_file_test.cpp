@@ -18,7 +18,8 @@ using testing::PipelineText;
 class TempDir {
   public:
     TempDir()
-        : path_(fs::path(::testing::TempDir()) / ("omnirt-load-" + std::to_string(++count_))) {
+        : path_(fs::path(::testing::TempDir()) /
+                ("omnirt-load-" + std::to_string(::getpid()) + "-" + std::to_string(++count_))) {
         fs::remove_all(path_);
         fs::create_directories(path_);
     }

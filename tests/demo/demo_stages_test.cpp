@@ -384,7 +384,7 @@ TEST_F(DemoStagesTest, AbortEndsTheTokenDelayAtOnce) {
     // completes, and nothing of the aborted one comes out.
     StageRun next = think(chat("hi"), "next");
     EXPECT_EQ(reply_text(next), "You said: hi.");
-    EXPECT_LT(Clock::now() - aborted_at, 5s);
+    EXPECT_LT(Clock::now() - aborted_at, 9s);  // the delay is 10 s; the margin is for load
     EXPECT_EQ(thinker_->active_requests(), 0u);
 }
 

@@ -45,12 +45,16 @@ void expect_consistent(const RequestOutput& output, const std::vector<std::int32
 
 // usage.engine_time_s: the seconds from the request's arrival at the stage to its result,
 // waiting for a place included (SGLang-Omni's engine_time_s; its speech API's X-Engine-Time).
-// With one running request at a time the second waits for the first: its time is longer.
+// With one running request at a time the second waits for the first: its time is longer. Both
+// arrive (are stamped) before either is handed over, so a stalled test thread cannot make the
+// second arrive after the first has finished.
 TEST(ArSchedulerTest, UsageHasTheSecondsFromArrivalToResult) {
     Harness harness({.max_running_requests = 1}, {});
     const auto before = std::chrono::steady_clock::now();
-    harness.submit("first", make_prompt(12, 1), params_max_tokens(40));
-    harness.submit("second", make_prompt(12, 2), params_max_tokens(40));
+    auto first = Harness::request("first", make_prompt(12, 1), params_max_tokens(40));
+    auto second = Harness::request("second", make_prompt(12, 2), params_max_tokens(40));
+    harness.push(std::move(first));
+    harness.push(std::move(second));
     ASSERT_TRUE(harness.wait_for_ends(2));
     const double wall =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - before).count();

@@ -108,17 +108,30 @@ class Harness {
 
     void submit(const std::string& id, const std::vector<std::int32_t>& prompt, Value params,
                 Map extra_data = {}) {
-        Map data = std::move(extra_data);
-        data.insert_or_assign("input_ids", Value(Tensor::from_vector(prompt)));
-        submit_payload(id, StagePayload{.request_id = id,
-                                        .request = OmniRequest{.params = std::move(params)},
-                                        .data = Value(std::move(data))});
+        push(request(id, prompt, std::move(params), std::move(extra_data)));
     }
     void submit_payload(const std::string& id, StagePayload payload) {
-        ASSERT_TRUE(scheduler_->inbox().push(pipeline::IncomingMessage{
+        push(pipeline::IncomingMessage{
             .request_id = id,
             .kind = pipeline::IncomingKind::new_request,
-            .payload = std::make_shared<const StagePayload>(std::move(payload))}));
+            .payload = std::make_shared<const StagePayload>(std::move(payload))});
+    }
+    // A new request's message, stamped with its arrival time now; push() hands it over.
+    static pipeline::IncomingMessage request(const std::string& id,
+                                             const std::vector<std::int32_t>& prompt, Value params,
+                                             Map extra_data = {}) {
+        Map data = std::move(extra_data);
+        data.insert_or_assign("input_ids", Value(Tensor::from_vector(prompt)));
+        return pipeline::IncomingMessage{
+            .request_id = id,
+            .kind = pipeline::IncomingKind::new_request,
+            .payload = std::make_shared<const StagePayload>(
+                StagePayload{.request_id = id,
+                             .request = OmniRequest{.params = std::move(params)},
+                             .data = Value(std::move(data))})};
+    }
+    void push(pipeline::IncomingMessage message) {
+        ASSERT_TRUE(scheduler_->inbox().push(std::move(message)));
     }
 
     // Collects outbox messages until `count` more requests ended (result or error).

@@ -90,7 +90,9 @@ else
     addr_node=127.0.0.2
     in_head=()
     in_node=()
-    # Ports no one listens on now (the namespaces above need no such care).
+    # Ports no one listens on now, below the ephemeral range (a connection's local end could take
+    # one there before node 1, killed and restarted, binds its port again); the namespaces above
+    # need no such care.
     read -r base_port join_port < <(python3 - "$addr_head" "$addr_node" << 'PY'
 import random, socket, sys
 head, node = sys.argv[1], sys.argv[2]
@@ -103,8 +105,14 @@ def free(addr, port):
         return False
     finally:
         s.close()
+try:
+    with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+        top = int(f.read().split()[0])
+except (OSError, ValueError, IndexError):
+    top = 32768
+top = top if top > 12000 else 32768
 for _ in range(200):
-    base = random.randrange(20000, 60000, 8)
+    base = random.randrange(10000, top - 16, 8)
     join = base + 6
     if all(free(head, p) for p in range(base, base + 4)) and free(node, base) and free(head, join):
         print(base, join)

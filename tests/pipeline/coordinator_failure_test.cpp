@@ -101,18 +101,16 @@ TEST_F(CoordinatorFailureTest, DeadlineFailsTheRequestAndBroadcasts) {
     wait_for_stages();
     EventLog log;
     auto now = std::chrono::system_clock::now();
-    // Started out of deadline order; one without a deadline stays live.
+    // Started out of deadline order; one without a deadline stays live. The deadlines are a
+    // second apart, so a stalled test thread cannot pass one before its request is started.
     ASSERT_TRUE(
-        coordinator
-            .start_request("late", make_request(1), {.deadline = now + 300ms}, log.callback())
+        coordinator.start_request("late", make_request(1), {.deadline = now + 3s}, log.callback())
             .has_value());
     ASSERT_TRUE(
-        coordinator
-            .start_request("early", make_request(2), {.deadline = now + 100ms}, log.callback())
+        coordinator.start_request("early", make_request(2), {.deadline = now + 1s}, log.callback())
             .has_value());
     ASSERT_TRUE(
-        coordinator
-            .start_request("middle", make_request(3), {.deadline = now + 200ms}, log.callback())
+        coordinator.start_request("middle", make_request(3), {.deadline = now + 2s}, log.callback())
             .has_value());
     ASSERT_TRUE(
         coordinator.start_request("forever", make_request(4), {}, log.callback()).has_value());

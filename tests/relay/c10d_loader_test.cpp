@@ -2,7 +2,6 @@
 // for, every way loading one can fail (fake plugins), the once-per-process path create_relay
 // takes (in a fresh process each: death tests re-run this binary), and the real plugin creating
 // gloo relays that move bytes. This binary does not link libtorch or omnirt_relay_gloo.
-#include <dirent.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -17,6 +16,7 @@
 #include "config/runtime_dir.h"
 #include "relay/c10d_loader.h"
 #include "relay/registry.h"
+#include "support/threads.h"
 
 #ifndef OMNIRT_TEST_C10D_PLUGIN
 #define OMNIRT_TEST_C10D_PLUGIN ""  // this build has no libtorch-based plugin
@@ -54,15 +54,6 @@ class ScopedPluginEnv {
 bool is_registered(const std::string& name) {
     auto names = registered_backends();
     return std::find(names.begin(), names.end(), name) != names.end();
-}
-
-int thread_count() {
-    int count = 0;
-    if (DIR* dir = opendir("/proc/self/task")) {
-        while (dirent* e = readdir(dir)) count += e->d_name[0] != '.';
-        closedir(dir);
-    }
-    return count;
 }
 
 RelayOptions gloo_options(const std::string& dir, std::int64_t rank, std::int64_t world) {
@@ -282,10 +273,10 @@ TEST(C10dLazyBackend, ClosedPluginRelaysLeaveNoThreads) {
         (*relay)->close();
     };
     make_one();  // loads the plugin if no earlier test did
-    const int before = thread_count();
+    const std::size_t before = omnirt::testing::process_thread_count();
     make_one();
     make_one();
-    EXPECT_EQ(thread_count(), before);
+    EXPECT_TRUE(omnirt::testing::thread_count_settles_to(before));
 }
 
 }  // namespace

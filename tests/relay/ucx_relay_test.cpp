@@ -4,7 +4,6 @@
 // synchronise.
 #include "relay/ucx/ucx_relay.h"
 
-#include <dirent.h>
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -12,6 +11,7 @@
 #include <thread>
 
 #include "relay/registry.h"
+#include "support/threads.h"
 
 namespace omnirt::relay {
 namespace {
@@ -348,19 +348,11 @@ TEST(UcxRelayTest, SendBufferOutlivesItsRelay) {
     EXPECT_EQ(buffer->data()[kSlot - 1], std::byte{3});
 }
 
-std::size_t thread_count() {
-    std::size_t count = 0;
-    DIR* dir = ::opendir("/proc/self/task");
-    while (dirent* entry = ::readdir(dir)) count += entry->d_name[0] != '.';
-    ::closedir(dir);
-    return count;
-}
-
 TEST(UcxRelayTest, CloseLeavesNoThreads) {
     // A first relay starts UCX's process-wide state (its async thread lives while any worker
     // does); the count is taken once that exists.
     auto anchor = make(options("anchor"));
-    std::size_t before = thread_count();
+    const std::size_t before = omnirt::testing::process_thread_count();
     {
         auto sender = make(options("sender"));
         auto receiver = make(options("receiver"));
@@ -368,12 +360,12 @@ TEST(UcxRelayTest, CloseLeavesNoThreads) {
         auto put = sender->put_async(expected, "request");
         ASSERT_TRUE(put.has_value());
         read_and_check(*receiver, **put, expected);
-        EXPECT_GT(thread_count(), before);
+        EXPECT_GT(omnirt::testing::process_thread_count(), before);
         receiver->close();
         sender->close();
-        EXPECT_EQ(thread_count(), before);
+        EXPECT_TRUE(omnirt::testing::thread_count_settles_to(before));
     }
-    EXPECT_EQ(thread_count(), before);
+    EXPECT_TRUE(omnirt::testing::thread_count_settles_to(before));
 }
 
 TEST(UcxRelayTest, CapabilitiesRegistryAndOptions) {

@@ -1,16 +1,14 @@
 // The gloo relay's errors: arguments, metadata, timeouts, aborts, peers that go away, groups
 // that never form, and the nccl backend this build does not have.
-#include <arpa/inet.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
 
 #include "relay/registry.h"
 #include "relay_gloo/gloo_world.h"
+#include "support/ports.h"
 
 namespace omnirt::relay::testing {
 namespace {
@@ -139,11 +137,11 @@ TEST(GlooRelayErrors, SendWaitTimesOutWhileNobodyReceivesAndTheTransferSurvives)
 TEST(GlooRelayErrors, WaitsLongerThanTheTransportTimeoutDoNotTearTheGroupDown) {
     // Gloo closes every connection when its own timeout fires in a wait; the relay waits in
     // slices below it, so a wait past it is an ordinary deadline and the group lives on.
-    GlooWorld world(2, loopback(2s));
+    GlooWorld world(2, loopback(4s));  // 4 s: time to form the group on a loaded machine
     ASSERT_TRUE(world.formed(2));
     auto put = world[0].put_async(patterned(64, 7), "slow", 1);
     ASSERT_TRUE(put.has_value()) << put.error().to_string();
-    expect_error((*put)->wait_for_completion(4500ms), ErrorCode::deadline_exceeded, "4500 ms");
+    expect_error((*put)->wait_for_completion(9000ms), ErrorCode::deadline_exceeded, "9000 ms");
     auto get = world[1].get_async((*put)->metadata(), Tensor{}, "slow");
     ASSERT_TRUE(get.has_value()) << get.error().to_string();
     auto received = (*get)->wait_for_completion(kGuard);
@@ -232,20 +230,10 @@ TEST(GlooRelayErrors, RendezvousTimesOutWhenARankNeverJoins) {
     }
 }
 
-std::uint16_t free_port() {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t length = sizeof(address);
-    OMNI_CHECK(bind(fd, reinterpret_cast<sockaddr*>(&address), length) == 0, "bind");
-    OMNI_CHECK(getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0, "name");
-    close(fd);
-    return ntohs(address.sin_port);
-}
-
 TEST(GlooRelayErrors, TcpRendezvousFormsAGroup) {
-    auto relays = create_ranks(2, "tcp://127.0.0.1:" + std::to_string(free_port()), loopback());
+    const int port = omnirt::testing::free_ports(1);
+    ASSERT_GT(port, 0);
+    auto relays = create_ranks(2, "tcp://127.0.0.1:" + std::to_string(port), loopback());
     ASSERT_TRUE(relays[0].has_value()) << relays[0].error().to_string();
     ASSERT_TRUE(relays[1].has_value()) << relays[1].error().to_string();
     auto put = (*relays[1])->put_async(patterned(3000, 15), "r", 0);

@@ -77,7 +77,7 @@ class NodeHubTest : public ::testing::Test {
                                     .nnodes = 2,
                                     .head_address = "127.0.0.1",
                                     .heartbeat_interval = milliseconds(50),
-                                    .node_timeout = milliseconds(400)});
+                                    .node_timeout = milliseconds(2000)});
         ASSERT_TRUE(hub.has_value()) << hub.error().to_string();
         hub_ = std::move(*hub);
     }
@@ -353,7 +353,7 @@ TEST(NodeHubTpGroups, ANodeLossHoldsTheStagesRanksElsewhereUntilItIsBack) {
                                 .nnodes = 3,
                                 .head_address = "127.0.0.1",
                                 .heartbeat_interval = milliseconds(50),
-                                .node_timeout = milliseconds(400),
+                                .node_timeout = milliseconds(2000),
                                 .node_names = {"head", "gpu-a", "gpu-b"}});
     ASSERT_TRUE(hub.has_value()) << hub.error().to_string();
     auto node1 = std::make_unique<FakeNode>(context, (*hub)->endpoint());

@@ -237,19 +237,20 @@ stages:
 }
 
 TEST(PipelineRelay, AStageMayHoldAZeroCopyInputLongerThanTheRelayTimeout) {
-    // `slow` keeps its zero-copy view of produce's 1 MiB tensor for 300 ms, three times the
-    // relay timeout: the sender waits for delivery, not for the view to go.
+    // `slow` keeps its zero-copy view of produce's 1 MiB tensor for 4.5 s, three times the
+    // relay timeout: the sender waits for delivery, not for the view to go. (The timeout is long
+    // enough for a loaded machine to deliver within it.)
     auto started = start_pipeline(R"(
 name: long-hold
 model_path: none
 stages:
   - {name: produce, process: a, factory: test.tensor_producer, factory_args: {bytes: 1048576},
      next: slow}
-  - {name: slow, process: b, factory: test.sleep, factory_args: {ms: 300}, next: last}
+  - {name: slow, process: b, factory: test.sleep, factory_args: {ms: 4500}, next: last}
   - {name: last, process: b, factory: test.sink, terminal: true}
 )",
                                   Layout{Placement::in_process, false, "hold"},
-                                  {.relay_timeout = std::chrono::milliseconds(100)});
+                                  {.relay_timeout = std::chrono::milliseconds(1500)});
     ASSERT_TRUE(started.has_value()) << started.error().to_string();
     auto result = (*started)->submit("hold-1", OmniRequest{});
     ASSERT_TRUE(result.has_value()) << result.error().to_string();

