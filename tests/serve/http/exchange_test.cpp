@@ -101,6 +101,8 @@ TEST_F(ExchangeTest, StreamWrittenFromAnotherThreadArrivesInOrder) {
             EXPECT_EQ(response->chunks[i], "data: " + std::to_string(i) + "\n\n");
         }
     }
+    // A writer can finish before the handler's emplace_back returns: join under its lock.
+    std::lock_guard lock(writers_mutex);
     for (auto& writer : writers) writer.join();
 }
 
@@ -110,27 +112,34 @@ TEST_F(ExchangeTest, AReaderTooFarBehindAStreamIsCutNotBufferedWithoutBound) {
     options.stream_high_water_bytes = 64 * 1024;
     options.stream_low_water_bytes = 16 * 1024;
     std::atomic<int> disconnects{0};
-    std::thread writer;
+    // The handler hands its writer thread over: the writer may finish before the handler's
+    // thread could have stored it anywhere the test reads.
+    std::promise<std::thread> writer_started;
     std::promise<bool> refused;
     start(
         [&](std::shared_ptr<HttpExchange> ex) {
             ex->on_disconnect([&] { ++disconnects; });
-            writer = std::thread([ex, &refused] {
+            writer_started.set_value(std::thread([ex, &refused] {
                 ex->start_stream(200, "text/event-stream");
                 // The client reads nothing: the kernel's buffers fill, then ours, then the cut.
                 const std::string chunk(16 * 1024, 'x');
                 bool ok = true;
                 for (int i = 0; i < 100000 && ok; ++i) ok = ex->write(chunk);
                 refused.set_value(!ok && ex->disconnected());
-            });
+            }));
         },
         options);
     Client idle(server_->port());
     ASSERT_TRUE(idle.send(request()));
+    auto writer_future = writer_started.get_future();
+    ASSERT_EQ(writer_future.wait_for(kGuard), std::future_status::ready);
+    std::thread writer = writer_future.get();
     auto result = refused.get_future();
-    ASSERT_EQ(result.wait_for(kGuard), std::future_status::ready);
-    EXPECT_TRUE(result.get());
+    const bool finished = result.wait_for(kGuard) == std::future_status::ready;
+    if (!finished) idle.close();  // a hang: let the writer see the disconnect before the join
     writer.join();
+    ASSERT_TRUE(finished);
+    EXPECT_TRUE(result.get());
     EXPECT_EQ(disconnects.load(), 1);
 }
 
